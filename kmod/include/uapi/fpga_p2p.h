@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * fpga_p2p: userspace interface of the radar FPGA capture/transmit driver.
+ *
+ * The FPGA streams frames by DMA into a ring of slots that userspace
+ * allocated (GPU-visible pinned memory) and registered once. Every frame
+ * that completes produces one fixed-size event record, read with read();
+ * the application owns that slot until it releases it. A transmit ring
+ * carries buffers to the FPGA on the host-to-card channel.
+ *
+ * All structures have fixed sizes and explicit padding so that 32-bit and
+ * 64-bit userspace share one layout. Reserved fields must be zero on input
+ * (the driver returns -EINVAL otherwise) and are zero on output.
+ */
+#ifndef _UAPI_FPGA_P2P_H
+#define _UAPI_FPGA_P2P_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define FPGA_P2P_UAPI_VERSION		1
+
+/* Slot addresses and sizes must be multiples of this (Tegra nv-p2p). */
+#define FPGA_P2P_SLOT_ALIGN		4096
+
+/* Capabilities (fpga_p2p_info.caps). */
+#define FPGA_P2P_CAP_CAPTURE		(1U << 0)	/* card-to-host stream */
+#define FPGA_P2P_CAP_TRANSMIT		(1U << 1)	/* host-to-card stream */
+#define FPGA_P2P_CAP_TEST_PATTERN	(1U << 2)
+#define FPGA_P2P_CAP_PLAYBACK		(1U << 3)
+#define FPGA_P2P_CAP_CHUNK_EVENTS	(1U << 4)
+#define FPGA_P2P_CAP_MODEL		(1U << 31)	/* software model, not a card */
+
+struct fpga_p2p_info {
+	__u32 uapi_version;		/* FPGA_P2P_UAPI_VERSION */
+	__u32 caps;			/* FPGA_P2P_CAP_* */
+	__u32 hw_id;			/* user block ID register */
+	__u32 hw_version;		/* user block version register */
+	__u32 max_slots;		/* per ring */
+	__u32 max_chunks_per_frame;
+	__u64 max_slot_bytes;
+	__u32 slot_align;		/* FPGA_P2P_SLOT_ALIGN */
+	__u32 event_bytes;		/* sizeof(struct fpga_p2p_event) */
+	__u32 max_playback_frames;	/* frames the playback memory holds */
+	__u32 reserved0;
+	__u64 reserved[4];
+};
+
+/* Ring direction (fpga_p2p_ring.direction). */
+#define FPGA_P2P_DIR_C2H		0	/* capture: card to host */
+#define FPGA_P2P_DIR_H2C		1	/* transmit: host to card */
+
+struct fpga_p2p_ring {
+	__u64 addr;			/* user virtual address, slot-aligned */
+	__u64 slot_bytes;		/* bytes per slot, slot-aligned */
+	__u32 nr_slots;			/* >= 2 for capture, >= 1 for transmit */
+	__u32 direction;		/* FPGA_P2P_DIR_* */
+	__u32 chunk_bytes;		/* capture: DMA chunk; divides slot_bytes */
+	__u32 handle;			/* out: names the ring in later calls */
+	__u64 reserved[2];
+};
+
+/* Frame sources of the FPGA (fpga_p2p_start.source). */
+#define FPGA_P2P_SRC_ADC		0	/* the radar front end */
+#define FPGA_P2P_SRC_TEST_PATTERN	1	/* checkable pattern, see docs */
+#define FPGA_P2P_SRC_PLAYBACK		2	/* frames uploaded by transmit */
+
+/* fpga_p2p_start.flags */
+#define FPGA_P2P_START_CHUNK_EVENTS	(1U << 0)	/* an event per chunk too */
+
+struct fpga_p2p_start {
+	__u32 handle;			/* a capture ring */
+	__u32 source;			/* FPGA_P2P_SRC_* */
+	__u32 chunk_period_ns;		/* pattern/playback pacing, 0 = default */
+	__u32 flags;			/* FPGA_P2P_START_* */
+	__u32 playback_frames;		/* playback: frames to cycle through */
+	__u32 event_timeout_ms;		/* read() gives up after this, 0 = 1000 */
+	__u64 reserved[2];
+};
+
+struct fpga_p2p_release {
+	__u32 handle;
+	__u32 slot;
+};
+
+/* Transmit targets inside the FPGA (fpga_p2p_tx.target). */
+#define FPGA_P2P_TX_DETECTIONS		0	/* detection list for the host link */
+#define FPGA_P2P_TX_WAVEFORM		1	/* chirp waveform table */
+#define FPGA_P2P_TX_PLAYBACK		2	/* a frame for playback memory */
+
+struct fpga_p2p_tx {
+	__u32 handle;			/* a transmit ring */
+	__u32 slot;
+	__u32 bytes;			/* > 0, <= slot_bytes */
+	__u32 target;			/* FPGA_P2P_TX_* */
+	__u32 index;			/* playback: frame index in card memory */
+	__u32 reserved0;
+	__u64 cookie;			/* echoed in the completion event */
+};
+
+/* Event types (fpga_p2p_event.type). */
+#define FPGA_P2P_EV_FRAME		1	/* a capture slot is READY */
+#define FPGA_P2P_EV_CHUNK		2	/* a chunk of a frame landed */
+#define FPGA_P2P_EV_TX_DONE		3	/* a transmit slot is free again */
+#define FPGA_P2P_EV_REVOKED		4	/* ring memory went away */
+#define FPGA_P2P_EV_FAULT		5	/* engine error; capture stopped */
+#define FPGA_P2P_EV_OVERFLOW		6	/* events were lost (never expected) */
+
+/* Event flags (fpga_p2p_event.flags). */
+#define FPGA_P2P_EVF_SHORT		(1U << 0)	/* fewer bytes than a slot */
+#define FPGA_P2P_EVF_CRC_MISMATCH	(1U << 1)	/* FPGA saw corrupt data */
+#define FPGA_P2P_EVF_LINK_ERROR		(1U << 2)	/* ADC link error */
+
+struct fpga_p2p_event {
+	__u32 type;			/* FPGA_P2P_EV_* */
+	__u32 handle;			/* ring the event belongs to */
+	__u32 slot;
+	__u32 flags;			/* FPGA_P2P_EVF_* */
+	__u64 sequence;			/* frame sequence number from the FPGA */
+	__u64 timestamp_ns;		/* capture time, FPGA clock */
+	__u32 bytes;			/* payload bytes in the slot */
+	__u32 crc32;			/* CRC-32 (IEEE) of the payload, by the FPGA */
+	__u32 dropped;			/* frames dropped at the source before this one */
+	__u32 chunk;			/* EV_CHUNK: chunk index; EV_FAULT: error code */
+	__u64 cookie;			/* EV_TX_DONE: from fpga_p2p_tx */
+	__u64 reserved;
+};
+
+/* Counters of one device since load (also in sysfs). */
+struct fpga_p2p_counters {
+	__u64 frames;			/* frames delivered */
+	__u64 chunks;			/* chunks completed */
+	__u64 drops_no_slot;		/* dropped at source: no FREE slot */
+	__u64 drops_fault;		/* dropped by the FPGA for link errors */
+	__u64 short_frames;
+	__u64 crc_errors;
+	__u64 desc_errors;		/* descriptor or engine errors */
+	__u64 irqs;
+	__u64 revocations;
+	__u64 tx_submitted;
+	__u64 tx_completed;
+	__u64 event_overflows;
+	__u64 dma_timeouts;
+	__u64 reserved[3];
+};
+
+#define FPGA_P2P_IOC_MAGIC		0xF2
+
+#define FPGA_P2P_IOC_INFO		_IOR(FPGA_P2P_IOC_MAGIC, 0x00, struct fpga_p2p_info)
+#define FPGA_P2P_IOC_REGISTER		_IOWR(FPGA_P2P_IOC_MAGIC, 0x01, struct fpga_p2p_ring)
+#define FPGA_P2P_IOC_UNREGISTER		_IOW(FPGA_P2P_IOC_MAGIC, 0x02, __u32)
+#define FPGA_P2P_IOC_START		_IOW(FPGA_P2P_IOC_MAGIC, 0x03, struct fpga_p2p_start)
+#define FPGA_P2P_IOC_STOP		_IOW(FPGA_P2P_IOC_MAGIC, 0x04, __u32)
+#define FPGA_P2P_IOC_RELEASE		_IOW(FPGA_P2P_IOC_MAGIC, 0x05, struct fpga_p2p_release)
+#define FPGA_P2P_IOC_COUNTERS		_IOR(FPGA_P2P_IOC_MAGIC, 0x06, struct fpga_p2p_counters)
+#define FPGA_P2P_IOC_TX_SUBMIT		_IOW(FPGA_P2P_IOC_MAGIC, 0x07, struct fpga_p2p_tx)
+
+#endif /* _UAPI_FPGA_P2P_H */

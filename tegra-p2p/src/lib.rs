@@ -1,0 +1,1 @@
+//! Placeholder: filled by the capture-path work (issue 2).
