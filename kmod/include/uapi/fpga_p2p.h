@@ -126,6 +126,21 @@ struct fpga_p2p_event {
 	__u64 reserved;
 };
 
+/*
+ * The frame wait of a real-time loop in one system call: release a slot the
+ * application owns (if release_slot is not FPGA_P2P_NO_SLOT), then wait for
+ * the next event. Same errors as read(); -ETIMEDOUT after timeout_ms.
+ */
+#define FPGA_P2P_NO_SLOT		0xffffffffU
+
+struct fpga_p2p_wait {
+	__u32 release_handle;		/* ring of the slot to release first */
+	__u32 release_slot;		/* slot, or FPGA_P2P_NO_SLOT */
+	__u32 timeout_ms;		/* 0 = the ring's event_timeout_ms */
+	__u32 reserved0;
+	struct fpga_p2p_event event;	/* out: the next event */
+};
+
 /* Counters of one device since load (also in sysfs). */
 struct fpga_p2p_counters {
 	__u64 frames;			/* frames delivered */
@@ -154,5 +169,6 @@ struct fpga_p2p_counters {
 #define FPGA_P2P_IOC_RELEASE		_IOW(FPGA_P2P_IOC_MAGIC, 0x05, struct fpga_p2p_release)
 #define FPGA_P2P_IOC_COUNTERS		_IOR(FPGA_P2P_IOC_MAGIC, 0x06, struct fpga_p2p_counters)
 #define FPGA_P2P_IOC_TX_SUBMIT		_IOW(FPGA_P2P_IOC_MAGIC, 0x07, struct fpga_p2p_tx)
+#define FPGA_P2P_IOC_WAIT		_IOWR(FPGA_P2P_IOC_MAGIC, 0x08, struct fpga_p2p_wait)
 
 #endif /* _UAPI_FPGA_P2P_H */
