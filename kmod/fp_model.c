@@ -50,7 +50,7 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
-#include "fpga_p2p.h"
+#include "fpga_p2p_drv.h"
 
 #define FP_MODEL_META_DEPTH		64
 #define FP_MODEL_TAG_DEPTH		64
