@@ -15,15 +15,19 @@
  *   fpga_p2p_test fuzz   [-n calls]        hostile ioctl arguments
  *   fpga_p2p_test duplex [-n frames]       transmit while capturing; playback
  *   fpga_p2p_test remove                   model device removed while open
+ *   fpga_p2p_test race   [-n seconds]      threads racing revocation
+ *   fpga_p2p_test remove-race [-n cycles]  device removal under threads
  *   fpga_p2p_test holdopen                 keep the device open until killed
  *
  * Options: -d /dev/fpga-p2pN (default /dev/fpga-p2p0); -q skips the
  * byte-for-byte check of stream (sequence checks stay), to time the kernel.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -136,15 +140,27 @@ static int dev_open(void)
 	return fd;
 }
 
+/*
+ * Ring memory: anonymous, 2 MiB aligned and advised for transparent huge
+ * pages (fewer, longer DMA segments where the kernel has THP), locked so
+ * that it stays out of reclaim, like CUDA's pinned host memory.
+ */
 static void *ring_alloc(size_t bytes)
 {
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	size_t align = 2 << 20;
+	uint8_t *p = mmap(NULL, bytes + align, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *a;
 
 	CHECK(p != MAP_FAILED, "mmap %zu: %s", bytes, strerror(errno));
-	/* Locked memory stays out of reclaim, like CUDA's host memory. */
-	CHECK(!mlock(p, bytes), "mlock: %s", strerror(errno));
-	return p;
+	a = (uint8_t *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+	if (a > p)
+		munmap(p, a - p);
+	munmap(a + bytes, p + align - a);
+	madvise(a, bytes, MADV_HUGEPAGE);
+	memset(a, 0, bytes);
+	CHECK(!mlock(a, bytes), "mlock: %s", strerror(errno));
+	return a;
 }
 
 static uint32_t reg_ring(int fd, void *addr, uint64_t slot_bytes,
@@ -931,6 +947,179 @@ static void cmd_remove(void)
 	result("remove", "device removed while streaming; file closed cleanly");
 }
 
+/*
+ * Races: one thread registers, starts, waits and unregisters in a loop;
+ * one unmaps and remaps the ring memory or revokes it through the shim;
+ * one releases, submits and reads counters with whatever handles it sees;
+ * one opens and closes the device. Nothing may crash, hang or leak.
+ */
+static volatile int race_stop;
+static volatile uint32_t race_handle;
+static uint8_t *race_mem;
+static size_t race_bytes;
+static int race_fd;
+
+static void *race_owner(void *arg)
+{
+	unsigned long *loops = arg;
+
+	while (!race_stop) {
+		struct fpga_p2p_ring r = {
+			.addr = (uintptr_t)race_mem, .slot_bytes = opt_slot_bytes,
+			.nr_slots = opt_slots, .direction = FPGA_P2P_DIR_C2H,
+		};
+		struct fpga_p2p_start st = {
+			.source = FPGA_P2P_SRC_TEST_PATTERN,
+			.chunk_period_ns = 5000, .event_timeout_ms = 20,
+		};
+		struct fpga_p2p_event ev;
+
+		if (ioctl(race_fd, FPGA_P2P_IOC_REGISTER, &r))
+			continue;
+		race_handle = r.handle;
+		st.handle = r.handle;
+		ioctl(race_fd, FPGA_P2P_IOC_START, &st);
+		for (int i = 0; i < (int)(rnd() % 8); i++)
+			if (wait_ev(race_fd, r.handle, rnd() % 2 ? FPGA_P2P_NO_SLOT :
+				    rnd() % opt_slots, &ev) == -ENODEV)
+				break;
+		if (rnd() % 2)
+			ioctl(race_fd, FPGA_P2P_IOC_STOP, &r.handle);
+		ioctl(race_fd, FPGA_P2P_IOC_UNREGISTER, &r.handle);
+		(*loops)++;
+	}
+	return NULL;
+}
+
+static void *race_revoker(void *arg)
+{
+	char cmd[64];
+
+	(void)arg;
+	snprintf(cmd, sizeof(cmd), "%d", getpid());
+	while (!race_stop) {
+		usleep(rnd() % 3000);
+		if (rnd() % 2) {
+			int fd = open(SHIM_DIR "/revoke", O_WRONLY);
+
+			if (fd >= 0) {
+				/* ESRCH when nothing is registered. */
+				ssize_t n = write(fd, cmd, strlen(cmd));
+
+				(void)n;
+				close(fd);
+			}
+		} else {
+			/* Memory goes away and comes back at the same place. */
+			munmap(race_mem, race_bytes);
+			CHECK(mmap(race_mem, race_bytes, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+				   MAP_POPULATE, -1, 0) == race_mem, "remap");
+		}
+	}
+	return NULL;
+}
+
+static void *race_poker(void *arg)
+{
+	(void)arg;
+	while (!race_stop) {
+		struct fpga_p2p_release rel = {
+			.handle = race_handle, .slot = rnd() % opt_slots,
+		};
+		struct fpga_p2p_counters c;
+		struct fpga_p2p_event ev;
+		int fd;
+
+		ioctl(race_fd, FPGA_P2P_IOC_RELEASE, &rel);
+		ioctl(race_fd, FPGA_P2P_IOC_COUNTERS, &c);
+		if (read(race_fd, &ev, sizeof(ev)) < 0 && errno == ENODEV)
+			break;
+		fd = open(dev_path, O_RDWR | O_NONBLOCK);
+		if (fd >= 0) {
+			struct fpga_p2p_ring r = {
+				.addr = (uintptr_t)race_mem,
+				.slot_bytes = opt_slot_bytes,
+				.nr_slots = opt_slots,
+				.direction = FPGA_P2P_DIR_C2H,
+			};
+
+			/* Another file: the device's capture ring is taken. */
+			if (!ioctl(fd, FPGA_P2P_IOC_REGISTER, &r))
+				ioctl(fd, FPGA_P2P_IOC_UNREGISTER, &r.handle);
+			close(fd);
+		}
+	}
+	return NULL;
+}
+
+static void cmd_race(void)
+{
+	unsigned long secs = opt_n ? opt_n : 20, loops = 0;
+	pthread_t t[3];
+
+	race_bytes = opt_slot_bytes * opt_slots;
+	race_mem = ring_alloc(race_bytes);
+	race_fd = open(dev_path, O_RDWR);
+	CHECK(race_fd >= 0, "open");
+	pthread_create(&t[0], NULL, race_owner, &loops);
+	pthread_create(&t[1], NULL, race_revoker, NULL);
+	pthread_create(&t[2], NULL, race_poker, NULL);
+	sleep(secs);
+	race_stop = 1;
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	close(race_fd);
+	shim_check_clean();
+	result("race", "%lu register/stream/unregister loops against revocation",
+	       loops);
+}
+
+/* The id of the first model device (its debugfs directory). */
+static int model_id(void)
+{
+	DIR *d = opendir(MODEL_DIR);
+	struct dirent *e;
+	int id = -1;
+
+	CHECK(d, "no " MODEL_DIR);
+	while ((e = readdir(d)))
+		if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
+			id = atoi(e->d_name);
+	closedir(d);
+	return id;
+}
+
+/* The device goes away under threads registering, streaming and polling. */
+static void cmd_remove_race(void)
+{
+	unsigned long cycles = opt_n ? opt_n : 10, loops = 0;
+
+	race_bytes = opt_slot_bytes * opt_slots;
+	race_mem = ring_alloc(race_bytes);
+	for (unsigned long i = 0; i < cycles; i++) {
+		pthread_t t[2];
+		char id[16];
+
+		race_stop = 0;
+		race_fd = dev_open();
+		pthread_create(&t[0], NULL, race_owner, &loops);
+		pthread_create(&t[1], NULL, race_poker, NULL);
+		usleep(50000 + rnd() % 400000);
+		snprintf(id, sizeof(id), "%d", model_id());
+		write_file(MODEL_DIR "/remove", id);
+		usleep(rnd() % 100000);
+		race_stop = 1;
+		pthread_join(t[0], NULL);
+		pthread_join(t[1], NULL);
+		close(race_fd);
+		shim_check_clean();
+		write_file(MODEL_DIR "/add", "1");
+	}
+	result("remove-race", "%lu removals under %lu stream loops", cycles,
+	       loops);
+}
+
 /* Cost of trivial ioctl round trips. */
 static void cmd_bench(void)
 {
@@ -970,6 +1159,8 @@ static const struct {
 	{ "fuzz", cmd_fuzz },
 	{ "duplex", cmd_duplex },
 	{ "remove", cmd_remove },
+	{ "race", cmd_race },
+	{ "remove-race", cmd_remove_race },
 	{ "bench", cmd_bench },
 	{ "holdopen", cmd_holdopen },
 };
