@@ -53,7 +53,10 @@ pub enum Error {
     InvalidArgument { what: &'static str, reason: String },
     /// The device does not offer what was asked for.
     #[error("{device}: {what} is not supported by this device")]
-    Unsupported { device: Arc<str>, what: &'static str },
+    Unsupported {
+        device: Arc<str>,
+        what: &'static str,
+    },
     /// Ring memory could not be allocated, mapped or locked.
     #[error("ring memory: {op}: {reason}")]
     Memory { op: &'static str, reason: String },

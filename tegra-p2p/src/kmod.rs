@@ -391,7 +391,9 @@ impl KmodSource {
         match ev.type_ {
             FPGA_P2P_EV_FRAME => {
                 if ev.handle != self.handle || ev.slot >= self.ring.nr_slots() {
-                    return Err(self.dev.err("WAIT (frame event for a foreign slot)", Errno::EPROTO));
+                    return Err(self
+                        .dev
+                        .err("WAIT (frame event for a foreign slot)", Errno::EPROTO));
                 }
                 // SAFETY: the module delivered this slot: it is READY and the
                 // engine does not write it until the application releases it.
@@ -415,9 +417,7 @@ impl KmodSource {
                 }))
             }
             FPGA_P2P_EV_TX_DONE => {
-                if let Some(tx) = &self.tx
-                    && ev.slot < 64
-                {
+                if let Some(tx) = self.tx.as_ref().filter(|_| ev.slot < 64) {
                     tx.busy.set(tx.busy.get() & !(1u64 << ev.slot));
                 }
                 Ok(Event::TxDone {
@@ -541,7 +541,9 @@ impl FrameSource for KmodSource {
         }
         let busy = tx.busy.get();
         let Some(slot) = (0..tx.ring.nr_slots()).find(|s| busy & (1u64 << s) == 0) else {
-            return Err(self.dev.err("transmit (every transmit slot in flight)", Errno::EAGAIN));
+            return Err(self
+                .dev
+                .err("transmit (every transmit slot in flight)", Errno::EAGAIN));
         };
         // SAFETY: the slot's busy bit is clear, so the engine does not read it.
         unsafe { tx.ring.slot_mut(slot, 0, data.len()) }.copy_from_slice(data);

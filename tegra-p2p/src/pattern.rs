@@ -40,6 +40,11 @@ fn check_geometry(len: usize, chunk_bytes: usize) -> Result<(), Mismatch> {
 }
 
 #[inline(always)]
+fn le32(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+#[inline(always)]
 fn seq_mix(seq: u64) -> u32 {
     (seq as u32).wrapping_mul(S_MUL) ^ (seq >> 32) as u32
 }
@@ -63,8 +68,7 @@ pub fn fill_chunk(dst: &mut [u8], seq: u64, chunk: usize, chunk_bytes: usize) {
     let chunk_words = (chunk_bytes / 4) as u32;
     let base = (chunk as u32).wrapping_mul(chunk_words);
     let mix = seq_mix(seq);
-    let (words, _) = dst.as_chunks_mut::<4>();
-    for (k, out) in words.iter_mut().enumerate() {
+    for (k, out) in dst.chunks_exact_mut(4).enumerate() {
         let k = k as u32;
         let v = if k < 4 {
             match k {
@@ -76,7 +80,7 @@ pub fn fill_chunk(dst: &mut [u8], seq: u64, chunk: usize, chunk_bytes: usize) {
         } else {
             base.wrapping_add(k).wrapping_mul(W_MUL) ^ mix
         };
-        *out = v.to_le_bytes();
+        out.copy_from_slice(&v.to_le_bytes());
     }
 }
 
@@ -97,37 +101,37 @@ pub fn verify_test_pattern(frame: &[u8], seq: u64, chunk_bytes: usize) -> Result
     let mix = seq_mix(seq);
     for (c, chunk) in frame.chunks(chunk_bytes).enumerate() {
         let base = (c as u32).wrapping_mul(chunk_words);
-        let (words, _) = chunk.as_chunks::<4>();
+        let words = chunk.chunks_exact(4);
         let head = [CHUNK_MARKER, seq as u32, (seq >> 32) as u32, c as u32];
         let nhead = words.len().min(4);
         let mut diff = 0u32;
-        for k in 0..nhead {
-            diff |= u32::from_le_bytes(words[k]) ^ head[k];
+        for (wb, h) in words.clone().zip(head) {
+            diff |= le32(wb) ^ h;
         }
         // Body in blocks: one OR-reduction per block, exact search on failure.
         const BLOCK: usize = 256;
-        let body = &words[nhead..];
+        let body = &chunk[(nhead * 4).min(chunk.len())..];
         let mut k0 = 4u32;
         if diff == 0 {
-            for block in body.chunks(BLOCK) {
+            for block in body.chunks(BLOCK * 4) {
                 let mut acc = 0u32;
-                for (i, wb) in block.iter().enumerate() {
+                for (i, wb) in block.chunks_exact(4).enumerate() {
                     let e = base.wrapping_add(k0 + i as u32).wrapping_mul(W_MUL) ^ mix;
-                    acc |= u32::from_le_bytes(*wb) ^ e;
+                    acc |= le32(wb) ^ e;
                 }
                 if acc != 0 {
                     diff = acc;
                     break;
                 }
-                k0 += block.len() as u32;
+                k0 += (block.len() / 4) as u32;
             }
         }
         if diff != 0 {
             // Slow path: find the first differing word of this chunk.
-            for (k, wb) in words.iter().enumerate() {
+            for (k, wb) in words.enumerate() {
                 let w = base.wrapping_add(k as u32);
                 let expected = expected_word(w, seq, chunk_words);
-                let got = u32::from_le_bytes(*wb);
+                let got = le32(wb);
                 if got != expected {
                     return Err(Mismatch {
                         offset: c * chunk_bytes + k * 4,
@@ -264,7 +268,10 @@ mod tests {
         // Chunks swapped (a chunk in the wrong place).
         let mut g = f.clone();
         g.copy_within(0..chunk, 2 * chunk);
-        assert_eq!(verify_test_pattern(&g, seq, chunk).unwrap_err().offset, 2 * chunk + 12);
+        assert_eq!(
+            verify_test_pattern(&g, seq, chunk).unwrap_err().offset,
+            2 * chunk + 12
+        );
         // Short frame prefix verifies.
         assert_eq!(verify_test_pattern(&f[..1500], seq, chunk), Ok(()));
         // Bad geometry is an error, not a panic.

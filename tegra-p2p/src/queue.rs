@@ -81,8 +81,7 @@ impl EventQueue {
             self.sleeping.store(true, Ordering::SeqCst);
             // Re-check after announcing the sleep: the producer either saw the
             // flag or published before this load.
-            if self.head.load(Ordering::SeqCst) == head
-                && self.tail.load(Ordering::Relaxed) == head
+            if self.head.load(Ordering::SeqCst) == head && self.tail.load(Ordering::Relaxed) == head
             {
                 let now = Instant::now();
                 if now >= deadline {

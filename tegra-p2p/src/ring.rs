@@ -58,7 +58,9 @@ impl RingConfig {
 }
 
 enum Backing {
-    Mmap { len: usize },
+    Mmap {
+        len: usize,
+    },
     #[cfg(feature = "cuda")]
     // Held for its Drop (cuMemFreeHost).
     Cuda(#[allow(dead_code)] crate::cuda::CudaHostAlloc),
@@ -114,12 +116,13 @@ impl RingMemory {
                 ),
             });
         }
-        let len = cfg.slot_bytes.checked_mul(cfg.nr_slots as usize).ok_or_else(|| {
-            Error::InvalidArgument {
+        let len = cfg
+            .slot_bytes
+            .checked_mul(cfg.nr_slots as usize)
+            .ok_or_else(|| Error::InvalidArgument {
                 what: "ring size",
                 reason: "nr_slots * slot_bytes overflows".into(),
-            }
-        })?;
+            })?;
         let mut warnings = Vec::new();
         match cfg.memory {
             MemoryKind::Host => Self::new_host(cfg, len, warnings),
@@ -306,7 +309,10 @@ mod tests {
         let r = RingMemory::new(&RingConfig::new(3, 8192).with_memory(MemoryKind::Host)).unwrap();
         assert_eq!(r.len(), 3 * 8192);
         assert_eq!(r.base() as usize % 4096, 0);
-        assert_eq!(r.slot_ptr(2).unwrap() as usize - r.base() as usize, 2 * 8192);
+        assert_eq!(
+            r.slot_ptr(2).unwrap() as usize - r.base() as usize,
+            2 * 8192
+        );
         assert!(r.slot_ptr(3).is_none());
         assert!(r.slot_device_ptr(0).is_none());
         // Memory is usable.

@@ -246,10 +246,12 @@ impl SimSource {
     fn store_playback(&self, index: u32, frame: &[u8]) -> Result<()> {
         let mut pb = self.playback.borrow_mut();
         let n = pb.len();
-        let entry = pb.get_mut(index as usize).ok_or_else(|| Error::InvalidArgument {
-            what: "playback index",
-            reason: format!("{index} >= playback memory of {n} frames"),
-        })?;
+        let entry = pb
+            .get_mut(index as usize)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "playback index",
+                reason: format!("{index} >= playback memory of {n} frames"),
+            })?;
         if frame.len() != self.shared.ring.slot_bytes() {
             return Err(Error::InvalidArgument {
                 what: "playback frame",
@@ -617,9 +619,7 @@ impl Producer {
             if period_ns > 0 && now > t_next + frame_ns {
                 t_next = now;
             }
-            if let Some((at, d)) = self.faults.stall
-                && at == seq
-            {
+            if let Some((_, d)) = self.faults.stall.filter(|&(at, _)| at == seq) {
                 t_next = now_ns() + d.as_nanos() as u64;
                 if !self.sleep_until(t_next) {
                     return;
@@ -634,9 +634,7 @@ impl Producer {
                 });
                 return;
             }
-            if let Some((at, code)) = self.faults.fault_at
-                && at == seq
-            {
+            if let Some((_, code)) = self.faults.fault_at.filter(|&(at, _)| at == seq) {
                 inc(&c.desc_errors);
                 self.push(fpga_p2p_event {
                     type_: uapi::FPGA_P2P_EV_FAULT,

@@ -185,7 +185,11 @@ impl<'a> Frame<'a> {
     /// # Safety
     /// `slot` of `ring` must be owned by the application (READY) and stay
     /// unwritten until `owner.release_slot(slot)` is called.
-    pub(crate) unsafe fn new(owner: &'a dyn SlotRelease, ring: &RingMemory, meta: FrameMeta) -> Self {
+    pub(crate) unsafe fn new(
+        owner: &'a dyn SlotRelease,
+        ring: &RingMemory,
+        meta: FrameMeta,
+    ) -> Self {
         let host = ring
             .slot_ptr(meta.slot)
             .and_then(NonNull::new)

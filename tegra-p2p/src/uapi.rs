@@ -205,5 +205,8 @@ pub const STRUCT_SIZES: &[(&str, usize)] = &[
     ("fpga_p2p_tx", core::mem::size_of::<fpga_p2p_tx>()),
     ("fpga_p2p_event", core::mem::size_of::<fpga_p2p_event>()),
     ("fpga_p2p_wait", core::mem::size_of::<fpga_p2p_wait>()),
-    ("fpga_p2p_counters", core::mem::size_of::<fpga_p2p_counters>()),
+    (
+        "fpga_p2p_counters",
+        core::mem::size_of::<fpga_p2p_counters>(),
+    ),
 ];

@@ -73,16 +73,28 @@ fn rust_constants() -> BTreeMap<&'static str, u64> {
         ("FPGA_P2P_SLOT_ALIGN", FPGA_P2P_SLOT_ALIGN.into()),
         ("FPGA_P2P_CAP_CAPTURE", FPGA_P2P_CAP_CAPTURE.into()),
         ("FPGA_P2P_CAP_TRANSMIT", FPGA_P2P_CAP_TRANSMIT.into()),
-        ("FPGA_P2P_CAP_TEST_PATTERN", FPGA_P2P_CAP_TEST_PATTERN.into()),
+        (
+            "FPGA_P2P_CAP_TEST_PATTERN",
+            FPGA_P2P_CAP_TEST_PATTERN.into(),
+        ),
         ("FPGA_P2P_CAP_PLAYBACK", FPGA_P2P_CAP_PLAYBACK.into()),
-        ("FPGA_P2P_CAP_CHUNK_EVENTS", FPGA_P2P_CAP_CHUNK_EVENTS.into()),
+        (
+            "FPGA_P2P_CAP_CHUNK_EVENTS",
+            FPGA_P2P_CAP_CHUNK_EVENTS.into(),
+        ),
         ("FPGA_P2P_CAP_MODEL", FPGA_P2P_CAP_MODEL.into()),
         ("FPGA_P2P_DIR_C2H", FPGA_P2P_DIR_C2H.into()),
         ("FPGA_P2P_DIR_H2C", FPGA_P2P_DIR_H2C.into()),
         ("FPGA_P2P_SRC_ADC", FPGA_P2P_SRC_ADC.into()),
-        ("FPGA_P2P_SRC_TEST_PATTERN", FPGA_P2P_SRC_TEST_PATTERN.into()),
+        (
+            "FPGA_P2P_SRC_TEST_PATTERN",
+            FPGA_P2P_SRC_TEST_PATTERN.into(),
+        ),
         ("FPGA_P2P_SRC_PLAYBACK", FPGA_P2P_SRC_PLAYBACK.into()),
-        ("FPGA_P2P_START_CHUNK_EVENTS", FPGA_P2P_START_CHUNK_EVENTS.into()),
+        (
+            "FPGA_P2P_START_CHUNK_EVENTS",
+            FPGA_P2P_START_CHUNK_EVENTS.into(),
+        ),
         ("FPGA_P2P_TX_DETECTIONS", FPGA_P2P_TX_DETECTIONS.into()),
         ("FPGA_P2P_TX_WAVEFORM", FPGA_P2P_TX_WAVEFORM.into()),
         ("FPGA_P2P_TX_PLAYBACK", FPGA_P2P_TX_PLAYBACK.into()),
@@ -93,7 +105,10 @@ fn rust_constants() -> BTreeMap<&'static str, u64> {
         ("FPGA_P2P_EV_FAULT", FPGA_P2P_EV_FAULT.into()),
         ("FPGA_P2P_EV_OVERFLOW", FPGA_P2P_EV_OVERFLOW.into()),
         ("FPGA_P2P_EVF_SHORT", FPGA_P2P_EVF_SHORT.into()),
-        ("FPGA_P2P_EVF_CRC_MISMATCH", FPGA_P2P_EVF_CRC_MISMATCH.into()),
+        (
+            "FPGA_P2P_EVF_CRC_MISMATCH",
+            FPGA_P2P_EVF_CRC_MISMATCH.into(),
+        ),
         ("FPGA_P2P_EVF_LINK_ERROR", FPGA_P2P_EVF_LINK_ERROR.into()),
         ("FPGA_P2P_NO_SLOT", FPGA_P2P_NO_SLOT.into()),
         ("FPGA_P2P_IOC_MAGIC", FPGA_P2P_IOC_MAGIC.into()),
@@ -125,8 +140,9 @@ fn header_structs(text: &str) -> BTreeMap<String, Vec<String>> {
                 let field = last.split('[').next().unwrap().to_string();
                 fields.push(field);
             }
-        } else if let Some(rest) = line.strip_prefix("struct ")
-            && let Some(name) = rest.strip_suffix('{')
+        } else if let Some(name) = line
+            .strip_prefix("struct ")
+            .and_then(|rest| rest.strip_suffix('{'))
         {
             cur = Some((name.trim().to_string(), Vec::new()));
         }
