@@ -44,3 +44,11 @@ pub use sim::{SimConfig, SimFaults, SimSource};
 pub use source::{
     ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SourceMode, StartParams, TxTarget,
 };
+
+// Sources move into the real-time thread: they must be Send (not Sync).
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<SimSource>();
+    assert_send::<KmodSource>();
+    assert_send::<RingMemory>();
+};
