@@ -226,7 +226,9 @@ def report(args):
                     examples.get(name, []), args.kernel)
         records.append(rec)
 
-    outside = counts.get(None, 0)
+    # Reports outside the requested suites: boot, shutdown, the final kmemleak scan.
+    outside = sum(n for seg, n in counts.items() if seg not in wanted)
+    outside_examples = [e for seg, ex in examples.items() if seg not in wanted for e in ex]
     problems = []
     if plan is None:
         problems.append("the guest never reached the init script (no @@plan)")
@@ -237,7 +239,7 @@ def report(args):
                         + (" (host time limit)" if args.qemu_status in (124, 137) else ""))
     if outside:
         problems.append(f"{outside} kernel report line(s) outside the suites, "
-                        f"first: {examples[None][0]}")
+                        f"first: {outside_examples[0]}")
 
     common = {
         "kernel": args.kernel,

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for tests/qemu/*.sh and tests/kmod-checks.sh (sourced, not run).
 # Everything built from the kernel source lives under $RADAR_KERNEL_CACHE, never
 # in the repository.
@@ -5,6 +6,7 @@
 RADAR_KERNEL_CACHE=${RADAR_KERNEL_CACHE:-"$HOME/.cache/radar-kernel"}
 # Bump when the recipe in build-debug-kernel.sh changes in a way the config
 # fragment does not show, so stale cached trees are not reused.
+# shellcheck disable=SC2034 # used by the scripts that source this
 RADAR_KERNEL_RECIPE=1
 
 log() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }

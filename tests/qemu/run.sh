@@ -71,7 +71,7 @@ debian)
 	ensure_pkgs linux-image-amd64 linux-headers-amd64
 	# The newest installed Debian kernel that has its headers.
 	kver=''
-	for img in $(ls -1 /boot/vmlinuz-*-amd64 2>/dev/null | sort -V -r); do
+	for img in $(printf '%s\n' /boot/vmlinuz-*-amd64 | sort -V -r); do
 		v=${img#/boot/vmlinuz-}
 		if [ -f "/usr/src/linux-headers-$v/Makefile" ]; then kver=$v; break; fi
 	done
@@ -189,7 +189,7 @@ while IFS= read -r line <&3; do
 		boot_s=$((SECONDS - t_boot))
 		log "guest up after ${boot_s} s: ${line#@@plan }"
 		;;
-	@@begin* | @@end* | @@done*) log "$((SECONDS - t_boot)) s: ${line#@@}" ;;
+	@@begin* | @@end* | @@kmemleak* | @@done*) log "$((SECONDS - t_boot)) s: ${line#@@}" ;;
 	esac
 done
 exec 3<&-
