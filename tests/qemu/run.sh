@@ -155,8 +155,12 @@ log "initramfs: $(du -h "$work/initramfs.cpio" | cut -f1)"
 
 # --- boot ------------------------------------------------------------------------
 # panic=-1 plus -no-reboot: a panic ends QEMU at once; the guest leaves with
-# `reboot -f`. The second serial port is the result channel.
-cmdline="console=ttyS0,115200 panic=-1 printk.devkmsg=on radar.suite=$suite"
+# `reboot -f`. The second serial port is the result channel. Emulation on a
+# busy host can starve a vCPU for seconds: the RCU stall and soft-lockup
+# detectors get 60 s instead of ~20 s, so that they report bugs, not load.
+cmdline="console=ttyS0,115200 panic=-1 printk.devkmsg=on"
+cmdline+=" rcupdate.rcu_cpu_stall_timeout=60 watchdog_thresh=30"
+cmdline+=" radar.suite=$suite"
 qemu=(qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nodefaults -no-user-config
 	-display none -no-reboot -kernel "$kimage" -initrd "$work/initramfs.cpio")
 
