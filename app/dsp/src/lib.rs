@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod cuda;
 pub mod detection;
 pub mod error;
 
