@@ -13,7 +13,7 @@ mod pipeline;
 
 use std::sync::Arc;
 
-use cudarc::driver::CudaContext;
+use cudarc::driver::{CudaContext, sys};
 
 use crate::backend::{Backend, FrameInput, SlotAddr};
 use crate::config::ChainConfig;
@@ -21,7 +21,7 @@ use crate::detection::Detections;
 use crate::error::DspError;
 
 pub use mapped::MappedHostBuffer;
-pub use pipeline::StageTiming;
+pub use pipeline::{CudaOptions, Fusion, StageTiming};
 
 use pipeline::{Pipeline, SlotGraph};
 
@@ -175,6 +175,10 @@ impl CudaBackend {
     /// cuFFT plans, allocate every buffer and capture the staging slot's
     /// graph; then run that graph once so that any fault shows here.
     pub fn new(cfg: &ChainConfig) -> Result<Self, DspError> {
+        Self::with_options(cfg, CudaOptions::default())
+    }
+
+    pub fn with_options(cfg: &ChainConfig, opts: CudaOptions) -> Result<Self, DspError> {
         cfg.validate()?;
         let missing = missing_libraries();
         if !missing.is_empty() {
@@ -191,7 +195,11 @@ impl CudaBackend {
         }
         let ctx = CudaContext::new(0).map_err(cuda_err("open device 0"))?;
         let info = device_info(&ctx)?;
-        let pipeline = Pipeline::new(cfg, ctx, info.compute_capability)?;
+        // Spin, do not sleep, while waiting for a frame's work: the lowest
+        // wake-up latency, and no system call in the real-time loop.
+        ctx.set_flags(sys::CUctx_flags::CU_CTX_SCHED_SPIN)
+            .map_err(cuda_err("cuCtxSetFlags(SCHED_SPIN)"))?;
+        let pipeline = Pipeline::new(cfg, ctx, info.compute_capability, opts)?;
         let frame_bytes = cfg.geometry.frame_bytes();
         let staging = pipeline.mapped_slot(frame_bytes)?;
         let backend = CudaBackend {
@@ -213,6 +221,11 @@ impl CudaBackend {
 
     pub fn device(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    /// Names of the stages that [`Self::stage_times`] reports.
+    pub fn stage_names(&self) -> Vec<&'static str> {
+        self.pipeline.stage_names()
     }
 
     /// Kernel launches in one frame's graph (cuFFT's included).
