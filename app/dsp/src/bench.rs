@@ -329,11 +329,7 @@ fn run_cpu(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     }
     let mut backend = CpuBackend::new(cfg)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut report = report_base(
-        opts,
-        "cpu",
-        format!("{threads} CPU threads (rustfft)"),
-    );
+    let mut report = report_base(opts, "cpu", format!("{threads} CPU threads (rustfft)"));
     let views: Vec<&[u8]> = slots.iter().map(|s| s.as_slice()).collect();
     let mut dets = Detections::with_capacity(cfg.chain.max_detections);
     let expect = first_counts(&mut backend, &views, &mut dets)?;
@@ -384,7 +380,11 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     let mut report = report_base(
         opts,
         "cuda",
-        format!("{} ({:?} power/CFAR/select)", backend.device(), opts.cuda.fusion),
+        format!(
+            "{} ({:?} power/CFAR/select)",
+            backend.device(),
+            opts.cuda.fusion
+        ),
     );
     report.kernels_per_frame = Some(backend.kernels_per_frame());
 
@@ -496,15 +496,27 @@ pub fn table(r: &BenchReport) -> String {
     } else {
         "end to end, host memory slot"
     };
-    s.push_str(&fmt_lat(&format!("{slot_kind} (n={})", r.end_to_end.frames), &r.end_to_end));
+    s.push_str(&fmt_lat(
+        &format!("{slot_kind} (n={})", r.end_to_end.frames),
+        &r.end_to_end,
+    ));
     if let Some(l) = &r.end_to_end_resident {
-        s.push_str(&fmt_lat(&format!("end to end, resident frame (n={})", l.frames), l));
+        s.push_str(&fmt_lat(
+            &format!("end to end, resident frame (n={})", l.frames),
+            l,
+        ));
     }
     if let Some(l) = &r.gpu_graph_mapped {
-        s.push_str(&fmt_lat(&format!("GPU graph, mapped slot (n={})", l.frames), l));
+        s.push_str(&fmt_lat(
+            &format!("GPU graph, mapped slot (n={})", l.frames),
+            l,
+        ));
     }
     if let Some(l) = &r.gpu_graph_resident {
-        s.push_str(&fmt_lat(&format!("GPU graph, resident frame (n={})", l.frames), l));
+        s.push_str(&fmt_lat(
+            &format!("GPU graph, resident frame (n={})", l.frames),
+            l,
+        ));
     }
     if !r.stages_resident.is_empty() {
         s.push_str(&format!(

@@ -28,4 +28,4 @@ pub use config::{CfarConfig, ChainConfig, Geometry, Physical};
 pub use cpu::CpuBackend;
 pub use detection::{Detection, Detections};
 pub use error::DspError;
-pub use select::{BackendKind, select_backend};
+pub use select::{BackendKind, SelectedBackend, select_backend, select_backend_explained};

@@ -106,10 +106,17 @@ fn compare(
             assert_eq!(g, 0.0, "{what}: P[{i}] is {g} where the CPU has 0");
         }
     }
-    let norm = if den > 0.0 { (num / den).sqrt() } else { num.sqrt() };
+    let norm = if den > 0.0 {
+        (num / den).sqrt()
+    } else {
+        num.sqrt()
+    };
     worst.power_rel_norm = worst.power_rel_norm.max(norm);
     worst.power_rel_cell = worst.power_rel_cell.max(cell);
-    assert!(norm < 1e-5, "{what}: power map differs by {norm:e} (normwise)");
+    assert!(
+        norm < 1e-5,
+        "{what}: power map differs by {norm:e} (normwise)"
+    );
     assert!(cell < 1e-2, "{what}: a power map cell differs by {cell:e}");
 
     // Detections: the same cells in the same order, the same cut.
@@ -125,13 +132,27 @@ fn compare(
             .list
             .iter()
             .filter(|x| !cells(&dg).contains(&(x.range_bin, x.doppler_bin)))
-            .map(|x| (x.range_bin, x.doppler_bin, x.snr_db, p(x.doppler_bin, x.range_bin)))
+            .map(|x| {
+                (
+                    x.range_bin,
+                    x.doppler_bin,
+                    x.snr_db,
+                    p(x.doppler_bin, x.range_bin),
+                )
+            })
             .collect();
         let only_gpu: Vec<_> = dg
             .list
             .iter()
             .filter(|x| !cells(&dc).contains(&(x.range_bin, x.doppler_bin)))
-            .map(|x| (x.range_bin, x.doppler_bin, x.snr_db, p(x.doppler_bin, x.range_bin)))
+            .map(|x| {
+                (
+                    x.range_bin,
+                    x.doppler_bin,
+                    x.snr_db,
+                    p(x.doppler_bin, x.range_bin),
+                )
+            })
             .collect();
         panic!(
             "{what}: detections differ: cpu {} (cut {}), cuda {} (cut {}); only cpu (r, d, snr, P): {only_cpu:?}; only cuda: {only_gpu:?}",
@@ -163,7 +184,10 @@ fn compare(
         let dr = cfg.physical.range_bin_m(&cfg.geometry) as f32;
         let dv = cfg.physical.velocity_bin_mps(&cfg.geometry) as f32;
         assert!((c.range_m - g.range_m).abs() <= 0.05 * dr, "{at}: range m");
-        assert!((c.velocity_mps - g.velocity_mps).abs() <= 0.05 * dv, "{at}: velocity");
+        assert!(
+            (c.velocity_mps - g.velocity_mps).abs() <= 0.05 * dv,
+            "{at}: velocity"
+        );
         // Azimuth follows the angle bin through asin, steep near end-fire.
         let n_a = cfg.chain.angle_fft_size as f32;
         let s = (2.0 * (c.angle_bin_refined - n_a / 2.0) / n_a).abs();
@@ -217,7 +241,10 @@ fn random_scenes_match_the_cpu_reference() {
             let bytes = frame(&cfg, &scene, 1000 + s as u64);
             for (fusion, gpu) in gpus.iter_mut() {
                 compare(
-                    &format!("{name} {fusion:?} scene {s} ({} targets)", scene.targets.len()),
+                    &format!(
+                        "{name} {fusion:?} scene {s} ({} targets)",
+                        scene.targets.len()
+                    ),
                     &cfg,
                     &mut cpu,
                     gpu,
@@ -228,7 +255,10 @@ fn random_scenes_match_the_cpu_reference() {
         }
         println!("{name}: {worst:?}");
         assert_eq!(worst.scenes, 2 * scenes);
-        assert!(worst.detections > scenes, "{name}: too few detections to compare");
+        assert!(
+            worst.detections > scenes,
+            "{name}: too few detections to compare"
+        );
         total.scenes += worst.scenes;
         total.detections += worst.detections;
         total.refined_bin = total.refined_bin.max(worst.refined_bin);
@@ -320,30 +350,57 @@ fn slots_staging_and_bad_input() {
     for round in 0..2 {
         for (s, b) in ring.iter().enumerate() {
             let bytes = &b.as_slice()[..fb];
-            let (mut a, mut c) = (Detections::with_capacity(512), Detections::with_capacity(512));
-            gpu.process(FrameInput { bytes, slot: Some(s) }, &mut a)
-                .expect("slot");
+            let (mut a, mut c) = (
+                Detections::with_capacity(512),
+                Detections::with_capacity(512),
+            );
+            gpu.process(
+                FrameInput {
+                    bytes,
+                    slot: Some(s),
+                },
+                &mut a,
+            )
+            .expect("slot");
             let mut pa = Vec::new();
             gpu.power_map(&mut pa).expect("map");
             let copy = bytes.to_vec();
-            gpu.process(FrameInput { bytes: &copy, slot: None }, &mut c)
-                .expect("staging");
+            gpu.process(
+                FrameInput {
+                    bytes: &copy,
+                    slot: None,
+                },
+                &mut c,
+            )
+            .expect("staging");
             let mut pc = Vec::new();
             gpu.power_map(&mut pc).expect("map");
             assert_eq!(a, c, "round {round} slot {s}: slot and staging differ");
             assert!(pa == pc, "round {round} slot {s}: power maps differ");
             assert!(!a.list.is_empty(), "slot {s}: no detections");
             // A slot index whose bytes are elsewhere goes through staging.
-            gpu.process(FrameInput { bytes: &copy, slot: Some(s) }, &mut c)
-                .expect("mismatched slot");
+            gpu.process(
+                FrameInput {
+                    bytes: &copy,
+                    slot: Some(s),
+                },
+                &mut c,
+            )
+            .expect("mismatched slot");
             assert_eq!(a, c);
         }
     }
 
     let zero = vec![0u8; fb];
     let mut d = Detections::with_capacity(512);
-    gpu.process(FrameInput { bytes: &zero, slot: None }, &mut d)
-        .expect("zero frame");
+    gpu.process(
+        FrameInput {
+            bytes: &zero,
+            slot: None,
+        },
+        &mut d,
+    )
+    .expect("zero frame");
     assert!(d.list.is_empty() && d.cut == 0, "{d:?}");
     let mut p = Vec::new();
     gpu.power_map(&mut p).expect("map");
@@ -351,7 +408,13 @@ fn slots_staging_and_bad_input() {
 
     let short = vec![0u8; fb - 4];
     assert!(matches!(
-        gpu.process(FrameInput { bytes: &short, slot: None }, &mut d),
+        gpu.process(
+            FrameInput {
+                bytes: &short,
+                slot: None
+            },
+            &mut d
+        ),
         Err(DspError::FrameSize { .. })
     ));
     let bad = [SlotAddr {

@@ -92,59 +92,6 @@ fn device_info(ctx: &Arc<CudaContext>) -> Result<DeviceInfo, DspError> {
     })
 }
 
-// Until the shared host-side helpers (window, cfar) land on this branch:
-// the same definitions, kept here temporarily.
-fn hann_periodic(len: usize) -> Vec<f32> {
-    (0..len)
-        .map(|n| {
-            let x = 2.0 * std::f64::consts::PI * n as f64 / len as f64;
-            (0.5 - 0.5 * x.cos()) as f32
-        })
-        .collect()
-}
-
-struct CfarTables {
-    n_eff: Vec<u32>,
-    alpha: Vec<f64>,
-}
-
-impl CfarTables {
-    fn new(cfg: &ChainConfig) -> Result<Self, DspError> {
-        let n_eff: Vec<u32> = (0..cfg.geometry.n_samples)
-            .map(|r| cfar_training_cells(cfg, r) as u32)
-            .collect();
-        let alpha = n_eff
-            .iter()
-            .map(|&n| cfar_alpha(cfg, n as usize))
-            .collect::<Result<_, _>>()?;
-        Ok(CfarTables { n_eff, alpha })
-    }
-}
-
-/// Training cells of the CFAR window for a cell in range bin `r` (range is
-/// truncated at the edges; Doppler wraps, so it never loses cells).
-fn cfar_training_cells(cfg: &ChainConfig, r: usize) -> usize {
-    let c = &cfg.cfar;
-    let n = cfg.geometry.n_samples;
-    let span = |half: usize| (r + half).min(n - 1) - r.saturating_sub(half) + 1;
-    let win_d = 2 * (c.guard_doppler + c.train_doppler) + 1;
-    let guard_d = 2 * c.guard_doppler + 1;
-    win_d * span(c.guard_range + c.train_range) - guard_d * span(c.guard_range)
-}
-
-fn cfar_alpha(cfg: &ChainConfig, n_eff: usize) -> Result<f64, DspError> {
-    let k = cfg.geometry.n_virtual() as f64;
-    let u = statrs::function::beta::inv_beta_reg(k, n_eff as f64 * k, 1.0 - cfg.cfar.pfa);
-    let a = n_eff as f64 * u / (1.0 - u);
-    if !(a.is_finite() && a > 0.0) {
-        return Err(DspError::config(
-            "cfar.pfa",
-            format!("no CFAR threshold for N_eff = {n_eff}"),
-        ));
-    }
-    Ok(a)
-}
-
 /// Map any cudarc error to a `DspError::Cuda` that says what was attempted.
 pub(crate) fn cuda_err<E: std::fmt::Debug>(what: &'static str) -> impl FnOnce(E) -> DspError {
     move |e| DspError::Cuda(format!("{what}: {e:?}"))
@@ -438,16 +385,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn training_cells_follow_the_truncated_window() {
-        let cfg = ChainConfig::default();
-        // Full window: 13 x 21 minus the 5 x 5 guard block.
-        assert_eq!(cfar_training_cells(&cfg, 128), 13 * 21 - 25);
-        // r = 0 loses 10 range cells of the window and 2 of the guard.
-        assert_eq!(cfar_training_cells(&cfg, 0), 13 * 11 - 5 * 3);
-        assert_eq!(cfar_training_cells(&cfg, 255), 13 * 11 - 5 * 3);
-        assert_eq!(cfar_training_cells(&cfg, 1), 13 * 12 - 5 * 4);
     }
 }

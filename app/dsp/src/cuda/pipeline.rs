@@ -10,9 +10,11 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
 
+use crate::cfar::CfarTables;
 use crate::config::ChainConfig;
 use crate::detection::{Detection, Detections};
 use crate::error::DspError;
+use crate::window::hann_periodic;
 
 use super::cuda_err;
 use super::device::DeviceBuffer;
@@ -282,11 +284,14 @@ impl Pipeline {
                         )
                         .map_err(cuda_err("occupancy"))?;
                     let sms = ctx
-                        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                        .attribute(
+                            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                        )
                         .map_err(cuda_err("multiprocessor count"))?;
                     let resident = per_sm.saturating_mul(sms.max(0) as u32);
                     let tiles = g.n_loops.div_ceil(CFAR_TILE_D) * g.n_samples.div_ceil(CFAR_TILE_R);
-                    let power_blocks = (g.n_loops * g.n_samples / 2).div_ceil(CFAR_TILE_D * CFAR_TILE_R);
+                    let power_blocks =
+                        (g.n_loops * g.n_samples / 2).div_ceil(CFAR_TILE_D * CFAR_TILE_R);
                     let want = tiles.max(power_blocks) as u32;
                     let grid = want.min(resident);
                     if grid == 0 {
@@ -304,9 +309,9 @@ impl Pipeline {
 
         let n_x = g.n_chirps() * g.n_rx * g.n_samples;
         let n_cells = g.n_loops * g.n_samples;
-        let w_range = super::hann_periodic(g.n_samples);
+        let w_range = hann_periodic(g.n_samples);
         // (-1)^l moves the Doppler spectrum by N_l/2: the fftshift for free.
-        let w_doppler_signed: Vec<f32> = super::hann_periodic(g.n_loops)
+        let w_doppler_signed: Vec<f32> = hann_periodic(g.n_loops)
             .into_iter()
             .enumerate()
             .map(|(l, w)| if l % 2 == 0 { w } else { -w })
@@ -317,7 +322,7 @@ impl Pipeline {
         } else {
             (&w_doppler_signed, &ones)
         };
-        let cfar = super::CfarTables::new(cfg)?;
+        let cfar = CfarTables::new(cfg)?;
         let bufs = Buffers {
             x: DeviceBuffer::zeroed(&ctx, n_x * 8)?,
             pmap: DeviceBuffer::zeroed(&ctx, n_cells * 4)?,
