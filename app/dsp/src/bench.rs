@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::backend::{Backend, FrameInput, SlotAddr};
 use crate::config::ChainConfig;
 use crate::cpu::CpuBackend;
-use crate::cuda::{CudaBackend, CudaOptions, MappedHostBuffer};
+use crate::cuda::{CudaBackend, MappedHostBuffer};
 use crate::detection::Detections;
 use crate::error::DspError;
 use crate::scene::{Scene, SceneGenerator, Target};
@@ -42,7 +42,6 @@ pub struct BenchOptions {
     /// Instrumented stage-by-stage runs (CUDA).
     pub stage_reps: usize,
     pub seed: u64,
-    pub cuda: CudaOptions,
 }
 
 impl Default for BenchOptions {
@@ -55,7 +54,6 @@ impl Default for BenchOptions {
             slots: 8,
             stage_reps: 1000,
             seed: 1,
-            cuda: CudaOptions::default(),
         }
     }
 }
@@ -376,16 +374,8 @@ fn mean(v: &[usize]) -> f64 {
 fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     let cfg = &opts.cfg;
     let fb = cfg.geometry.frame_bytes();
-    let mut backend = CudaBackend::with_options(cfg, opts.cuda)?;
-    let mut report = report_base(
-        opts,
-        "cuda",
-        format!(
-            "{} ({:?} power/CFAR/select)",
-            backend.device(),
-            opts.cuda.fusion
-        ),
-    );
+    let mut backend = CudaBackend::new(cfg)?;
+    let mut report = report_base(opts, "cuda", backend.device().to_string());
     report.kernels_per_frame = Some(backend.kernels_per_frame());
 
     // The ring: one mapped pinned allocation per slot, each a different frame.

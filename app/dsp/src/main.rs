@@ -5,7 +5,7 @@
 //!                  [--noise-rms 32] [--seed 1] [--frames 1] [--config chain.toml]
 //! radar-dsp detect --input f.raw [--output d.jsonl] [--backend auto|cuda|cpu] [--config chain.toml]
 //! radar-dsp bench  [--backend cuda|cpu|auto] [--config chain.toml] [--frames N] [--slots N]
-//!                  [--json out.json] [--fusion cooperative|separate]
+//!                  [--json out.json]
 //! ```
 
 use std::fs::File;
@@ -18,7 +18,6 @@ use clap::{Parser, Subcommand};
 use serde::Serialize;
 
 use radar_dsp::bench::{self, BenchOptions};
-use radar_dsp::cuda::{CudaOptions, Fusion};
 use radar_dsp::framefile::FrameFile;
 use radar_dsp::scene::{Scene, SceneGenerator, Target};
 use radar_dsp::{
@@ -66,9 +65,6 @@ struct BenchArgs {
     stage_reps: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// How the cuda backend launches power, CFAR and selection.
-    #[arg(long, default_value = "cooperative", value_parser = ["cooperative", "separate"])]
-    fusion: String,
     /// Write the full report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -273,11 +269,6 @@ fn detect(a: DetectArgs) -> Result<(), DspError> {
 
 fn bench_cmd(a: BenchArgs) -> Result<(), DspError> {
     let cfg = load_config(a.config.as_deref())?;
-    let fusion = if a.fusion == "separate" {
-        Fusion::Separate
-    } else {
-        Fusion::Cooperative
-    };
     let opts = BenchOptions {
         backend: a.backend,
         cfg,
@@ -286,7 +277,6 @@ fn bench_cmd(a: BenchArgs) -> Result<(), DspError> {
         slots: a.slots,
         stage_reps: a.stage_reps,
         seed: a.seed,
-        cuda: CudaOptions { fusion },
     };
     let report = bench::run(&opts)?;
     print!("{}", bench::table(&report));

@@ -8,8 +8,7 @@
 //          (p = i * N_RX + j since m = l * N_TX + i), after the Doppler FFT
 //          [d][p][r] with d already fftshifted (see convert_window).
 //   pmap   float [d][r], the non-coherently integrated power map.
-//   state  u32[4]: candidate count, detections kept, detections cut, block
-//          arrivals (fused power/CFAR/select kernel).
+//   state  u32[4]: candidate count, detections kept, detections cut.
 //   cand   Candidate[N_LOOPS * N_SAMPLES]: every CFAR hit that is a peak.
 //   sel    Candidate[MAX_DET]: the kept detections in output order.
 //   angle  complex float [MAX_DET][ANGLE_N]: snapshots, then their spectra.
@@ -69,10 +68,8 @@ convert_window(const uint4 *__restrict__ frame, float4 *__restrict__ x,
     const u32 groups = N_CHIRPS * N_RX * N_SAMPLES / 4;
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t == 0) {
-        // This frame's candidate count and block-arrival count; the CFAR
-        // stage runs after us.
+        // This frame's candidate count; the CFAR stage runs after us.
         state[0] = 0;
-        state[3] = 0;
     }
     for (; t < groups; t += gridDim.x * blockDim.x) {
         const uint4 v = frame[t];
@@ -169,8 +166,6 @@ power_map(const float4 *__restrict__ x, float2 *__restrict__ pmap)
 // (GUARD_D < |dd| <= WIN_D) plus the side sums of the guard rows
 // (|dd| <= GUARD_D). No rectangle-minus-guard subtraction, which would
 // cancel next to a target far above the noise.
-// P is read with __ldcg (L2, not L1): in the fused kernel other blocks of
-// the same launch wrote it.
 #define HALO_D (CFAR_TILE_D + 2 * WIN_D)
 #define HALO_R (CFAR_TILE_R + 2 * WIN_R)
 #define CFAR_THREADS (CFAR_TILE_D * CFAR_TILE_R)
@@ -254,8 +249,6 @@ __device__ void cfar_tile(const float *pmap, const double *__restrict__ alpha_by
             cand[slot] = k;
         }
     }
-    // The shared tile is reused by the next call (fused kernel).
-    __syncthreads();
 }
 
 extern "C" __global__ void __launch_bounds__(CFAR_THREADS)
@@ -461,55 +454,6 @@ select_sort(const Candidate *__restrict__ cand, u32 *__restrict__ state,
             const float2 *__restrict__ tdm, float2 *__restrict__ angle)
 {
     select_block(cand, state, sel, x, tdm, angle);
-}
-
-// Steps 4 to 7 in one cooperative launch (all blocks resident, so a grid
-// barrier is safe): power map, grid barrier, CFAR tiles, and the last block
-// to finish its tiles does the selection. state[3] counts block arrivals;
-// the convert kernel zeroes it with the candidate count each frame.
-__device__ __forceinline__ void arrive(u32 *counter)
-{
-    __threadfence();
-    atomicAdd(counter, 1u);
-}
-
-extern "C" __global__ void __launch_bounds__(CFAR_THREADS)
-power_cfar_select(const float4 *__restrict__ x, float *pmap,
-                  const double *__restrict__ alpha_by_range,
-                  const u32 *__restrict__ n_eff_by_range, u32 *state, Candidate *cand,
-                  Candidate *__restrict__ sel, const float2 *__restrict__ tdm,
-                  float2 *__restrict__ angle)
-{
-    for (u32 t = blockIdx.x * blockDim.x + threadIdx.x; t < POWER_ITEMS;
-         t += gridDim.x * blockDim.x) {
-        power_pair(x, (float2 *)pmap, t);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        arrive(&state[3]);
-        while (atomicAdd(&state[3], 0u) < gridDim.x) {
-            __nanosleep(64);
-        }
-        __threadfence();
-    }
-    __syncthreads();
-
-    for (u32 tile = blockIdx.x; tile < CFAR_TILES_D * CFAR_TILES_R; tile += gridDim.x) {
-        cfar_tile(pmap, alpha_by_range, n_eff_by_range, state, cand,
-                  (tile / CFAR_TILES_R) * CFAR_TILE_D, (tile % CFAR_TILES_R) * CFAR_TILE_R);
-    }
-
-    __shared__ u32 s_last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        s_last = atomicAdd(&state[3], 1u) == 2 * gridDim.x - 1;
-        __threadfence();
-    }
-    __syncthreads();
-    if (s_last) {
-        select_block(cand, state, sel, (const float2 *)x, tdm, angle);
-    }
 }
 
 // For the instrumented (non-graph) timing run: hold the stream until the

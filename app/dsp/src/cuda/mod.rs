@@ -21,7 +21,7 @@ use crate::detection::Detections;
 use crate::error::DspError;
 
 pub use mapped::MappedHostBuffer;
-pub use pipeline::{CudaOptions, Fusion, StageTiming};
+pub use pipeline::StageTiming;
 
 use pipeline::{Pipeline, SlotGraph};
 
@@ -122,10 +122,6 @@ impl CudaBackend {
     /// cuFFT plans, allocate every buffer and capture the staging slot's
     /// graph; then run that graph once so that any fault shows here.
     pub fn new(cfg: &ChainConfig) -> Result<Self, DspError> {
-        Self::with_options(cfg, CudaOptions::default())
-    }
-
-    pub fn with_options(cfg: &ChainConfig, opts: CudaOptions) -> Result<Self, DspError> {
         cfg.validate()?;
         let missing = missing_libraries();
         if !missing.is_empty() {
@@ -146,7 +142,7 @@ impl CudaBackend {
         // wake-up latency, and no system call in the real-time loop.
         ctx.set_flags(sys::CUctx_flags::CU_CTX_SCHED_SPIN)
             .map_err(cuda_err("cuCtxSetFlags(SCHED_SPIN)"))?;
-        let pipeline = Pipeline::new(cfg, ctx, info.compute_capability, opts)?;
+        let pipeline = Pipeline::new(cfg, ctx, info.compute_capability)?;
         let frame_bytes = cfg.geometry.frame_bytes();
         let staging = pipeline.mapped_slot(frame_bytes)?;
         let backend = CudaBackend {

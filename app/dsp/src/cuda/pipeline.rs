@@ -85,34 +85,9 @@ struct Kernels {
     power: CudaFunction,
     cfar: CudaFunction,
     select: CudaFunction,
-    /// Power, CFAR and selection in one cooperative launch, and its grid.
-    fused: Option<(CudaFunction, u32)>,
     refine: CudaFunction,
     gate: CudaFunction,
     _module: Arc<CudaModule>,
-}
-
-/// How the stages between the Doppler FFT and the angle FFT are launched.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fusion {
-    /// power_map, cfar_peaks, select_sort: three kernels.
-    Separate,
-    /// power_cfar_select: one cooperative kernel with a grid barrier.
-    Cooperative,
-}
-
-/// Backend tuning that does not change results.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CudaOptions {
-    pub fusion: Fusion,
-}
-
-impl Default for CudaOptions {
-    fn default() -> Self {
-        CudaOptions {
-            fusion: Fusion::Cooperative,
-        }
-    }
 }
 
 struct Buffers {
@@ -216,12 +191,7 @@ fn launch_err(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) ->
 }
 
 impl Pipeline {
-    pub fn new(
-        cfg: &ChainConfig,
-        ctx: Arc<CudaContext>,
-        cc: (i32, i32),
-        opts: CudaOptions,
-    ) -> Result<Self, DspError> {
+    pub fn new(cfg: &ChainConfig, ctx: Arc<CudaContext>, cc: (i32, i32)) -> Result<Self, DspError> {
         let g = &cfg.geometry;
         let c = &cfg.cfar;
         let max_det = cfg.chain.max_detections;
@@ -272,36 +242,6 @@ impl Pipeline {
             power: load("power_map")?,
             cfar: load("cfar_peaks")?,
             select: load("select_sort")?,
-            fused: match opts.fusion {
-                Fusion::Separate => None,
-                Fusion::Cooperative => {
-                    let f = load("power_cfar_select")?;
-                    let per_sm = f
-                        .occupancy_max_active_blocks_per_multiprocessor(
-                            (CFAR_TILE_D * CFAR_TILE_R) as u32,
-                            0,
-                            None,
-                        )
-                        .map_err(cuda_err("occupancy"))?;
-                    let sms = ctx
-                        .attribute(
-                            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-                        )
-                        .map_err(cuda_err("multiprocessor count"))?;
-                    let resident = per_sm.saturating_mul(sms.max(0) as u32);
-                    let tiles = g.n_loops.div_ceil(CFAR_TILE_D) * g.n_samples.div_ceil(CFAR_TILE_R);
-                    let power_blocks =
-                        (g.n_loops * g.n_samples / 2).div_ceil(CFAR_TILE_D * CFAR_TILE_R);
-                    let want = tiles.max(power_blocks) as u32;
-                    let grid = want.min(resident);
-                    if grid == 0 {
-                        return Err(DspError::Cuda(
-                            "power_cfar_select cannot be resident on this device".to_string(),
-                        ));
-                    }
-                    Some((f, grid))
-                }
-            },
             refine: load("refine_output")?,
             gate: load("gate_wait")?,
             _module: module.clone(),
@@ -416,13 +356,14 @@ impl Pipeline {
         if self.kernels.clutter.is_some() {
             v.push("clutter removal");
         }
-        v.push("Doppler FFT");
-        if self.kernels.fused.is_some() {
-            v.push("power+CFAR+select (fused)");
-        } else {
-            v.extend(["power", "CFAR+peaks", "select+sort+snapshot"]);
-        }
-        v.extend(["angle FFT", "refine+output"]);
+        v.extend([
+            "Doppler FFT",
+            "power",
+            "CFAR+peaks",
+            "select+sort+snapshot",
+            "angle FFT",
+            "refine+output",
+        ]);
         v
     }
 
@@ -499,83 +440,59 @@ impl Pipeline {
         mark()?;
         self.fft(&self.plans.doppler, x)?;
 
-        if let Some((fused, grid)) = &self.kernels.fused {
-            mark()?;
-            // SAFETY: see above; a cooperative launch, so all `grid` blocks
-            // are resident and the kernel's grid barrier cannot deadlock.
-            unsafe {
-                s.launch_builder(fused)
-                    .arg(&x)
-                    .arg(&pmap)
-                    .arg(&alpha)
-                    .arg(&n_eff)
-                    .arg(&state)
-                    .arg(&cand)
-                    .arg(&sel)
-                    .arg(&tdm)
-                    .arg(&angle)
-                    .launch_cooperative(LaunchConfig {
-                        grid_dim: (*grid, 1, 1),
-                        block_dim: ((CFAR_TILE_D * CFAR_TILE_R) as u32, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-            }
-            .map_err(launch_err("launch power_cfar_select"))?;
-        } else {
-            mark()?;
-            let pairs = g.n_loops * g.n_samples / 2;
-            // SAFETY: see above.
-            unsafe {
-                s.launch_builder(&self.kernels.power)
-                    .arg(&x)
-                    .arg(&pmap)
-                    .launch(LaunchConfig {
-                        grid_dim: (blocks(pairs, 256), 1, 1),
-                        block_dim: (256, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-            }
-            .map_err(launch_err("launch power_map"))?;
-
-            mark()?;
-            // SAFETY: see above.
-            unsafe {
-                s.launch_builder(&self.kernels.cfar)
-                    .arg(&pmap)
-                    .arg(&alpha)
-                    .arg(&n_eff)
-                    .arg(&state)
-                    .arg(&cand)
-                    .launch(LaunchConfig {
-                        grid_dim: (
-                            blocks(g.n_samples, CFAR_TILE_R),
-                            blocks(g.n_loops, CFAR_TILE_D),
-                            1,
-                        ),
-                        block_dim: ((CFAR_TILE_D * CFAR_TILE_R) as u32, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-            }
-            .map_err(launch_err("launch cfar_peaks"))?;
-
-            mark()?;
-            // SAFETY: see above.
-            unsafe {
-                s.launch_builder(&self.kernels.select)
-                    .arg(&cand)
-                    .arg(&state)
-                    .arg(&sel)
-                    .arg(&x)
-                    .arg(&tdm)
-                    .arg(&angle)
-                    .launch(LaunchConfig {
-                        grid_dim: (1, 1, 1),
-                        block_dim: (1024, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-            }
-            .map_err(launch_err("launch select_sort"))?;
+        mark()?;
+        let pairs = g.n_loops * g.n_samples / 2;
+        // SAFETY: see above.
+        unsafe {
+            s.launch_builder(&self.kernels.power)
+                .arg(&x)
+                .arg(&pmap)
+                .launch(LaunchConfig {
+                    grid_dim: (blocks(pairs, 256), 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
         }
+        .map_err(launch_err("launch power_map"))?;
+
+        mark()?;
+        // SAFETY: see above.
+        unsafe {
+            s.launch_builder(&self.kernels.cfar)
+                .arg(&pmap)
+                .arg(&alpha)
+                .arg(&n_eff)
+                .arg(&state)
+                .arg(&cand)
+                .launch(LaunchConfig {
+                    grid_dim: (
+                        blocks(g.n_samples, CFAR_TILE_R),
+                        blocks(g.n_loops, CFAR_TILE_D),
+                        1,
+                    ),
+                    block_dim: ((CFAR_TILE_D * CFAR_TILE_R) as u32, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map_err(launch_err("launch cfar_peaks"))?;
+
+        mark()?;
+        // SAFETY: see above.
+        unsafe {
+            s.launch_builder(&self.kernels.select)
+                .arg(&cand)
+                .arg(&state)
+                .arg(&sel)
+                .arg(&x)
+                .arg(&tdm)
+                .arg(&angle)
+                .launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (1024, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map_err(launch_err("launch select_sort"))?;
 
         mark()?;
         self.fft(&self.plans.angle, angle)?;
