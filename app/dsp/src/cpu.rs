@@ -1,0 +1,504 @@
+//! CPU reference backend: spec v1 (DESIGN.md section 6) with rustfft.
+//!
+//! Per virtual channel `p = i * N_rx + j` (independent until step 4):
+//! 1. for every loop `l`, chirp `m = l * N_tx + i`, RX `j`: int16 I/Q to
+//!    complex float32 without scaling, times the periodic Hann range window;
+//!    range FFT over the `N_s` samples (all bins kept): `R[l][r]`;
+//! 2. transpose to `R[r][l]`; optional clutter removal: subtract the mean over
+//!    `l` (accumulated in float64, subtracted in float32);
+//! 3. periodic Hann Doppler window over `l`, Doppler FFT over `l`:
+//!    `X[p][r][k]` (stored unshifted; Doppler bin `d` is `k = (d + N_l/2) mod N_l`);
+//! 4. `|X|^2` (float32 components squared and summed in float64) added into
+//!    a float64 partial power map.
+//!
+//! Then the partial maps of all channels are summed in float64, rounded once
+//! to float32 and fftshifted into the Doppler-major power map `P[d][r]`, so
+//! `P` is the float32 rounding of `sum_p |X[d,p,r]|^2` whatever the thread
+//! count. CFAR and peak grouping ([`crate::cfar`]), the cap, the angle
+//! ([`crate::angle`]) and refinement ([`crate::refine`]) follow.
+//!
+//! Threads: a fixed pool made at construction. Each worker owns a job (its
+//! channels' buffers) that travels to it and back through bounded channels
+//! (capacity 1) each frame, so nothing is allocated or shared-borrowed
+//! per frame; the calling thread processes its own share of the channels and
+//! does the rest of the chain.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use rustfft::num_complex::Complex32;
+use rustfft::{Fft, FftPlanner};
+
+use crate::angle::AngleEstimator;
+use crate::backend::{Backend, FrameInput};
+use crate::cfar::{CfarEngine, CfarPeak};
+use crate::config::{ChainConfig, SAMPLE_BYTES};
+use crate::detection::Detections;
+use crate::error::DspError;
+use crate::refine::{Units, refine_doppler, refine_range};
+use crate::window::hann_periodic;
+
+/// Counts from the last processed frame, for tests and diagnostics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuFrameStats {
+    /// Cells above the CFAR threshold, before peak grouping.
+    pub cfar_hits: u32,
+    /// Hits that survived peak grouping, before the cap.
+    pub peaks: u32,
+    /// Peaks dropped by the cap.
+    pub cut: u32,
+}
+
+/// Constants shared read-only by all jobs.
+struct Plan {
+    n_tx: usize,
+    n_rx: usize,
+    nl: usize,
+    ns: usize,
+    clutter_removal: bool,
+    range_window: Vec<f32>,
+    doppler_window: Vec<f32>,
+    range_fft: Arc<dyn Fft<f32>>,
+    doppler_fft: Arc<dyn Fft<f32>>,
+}
+
+/// One thread's share of the work: a contiguous range of virtual channels
+/// and every buffer it needs.
+struct ChannelJob {
+    plan: Arc<Plan>,
+    channels: Range<usize>,
+    /// Workers only: a copy of this job's raw samples, `[channel][l][n]`.
+    raw: Vec<u8>,
+    /// Range FFT output of one channel, `[l][r]`.
+    range: Vec<Complex32>,
+    /// Doppler spectra of this job's channels, `[channel][r][k]`.
+    spectra: Vec<Complex32>,
+    /// Partial power over this job's channels, `[r][k]`, float64.
+    power: Vec<f64>,
+    scratch: Vec<Complex32>,
+}
+
+/// Where a job reads its raw samples from.
+#[derive(Clone, Copy)]
+enum RawSource<'a> {
+    /// The whole frame in the DESIGN.md layout.
+    Frame(&'a [u8]),
+    /// The job's own copy, `[channel][l][n]`.
+    Copy,
+}
+
+impl ChannelJob {
+    fn new(plan: Arc<Plan>, channels: Range<usize>, with_copy: bool) -> Self {
+        let (nl, ns) = (plan.nl, plan.ns);
+        let n = channels.len();
+        let scratch_len = plan
+            .range_fft
+            .get_inplace_scratch_len()
+            .max(plan.doppler_fft.get_inplace_scratch_len());
+        ChannelJob {
+            raw: if with_copy {
+                vec![0u8; n * nl * ns * SAMPLE_BYTES]
+            } else {
+                Vec::new()
+            },
+            range: vec![Complex32::default(); nl * ns],
+            spectra: vec![Complex32::default(); n * nl * ns],
+            power: vec![0.0; nl * ns],
+            scratch: vec![Complex32::default(); scratch_len],
+            plan,
+            channels,
+        }
+    }
+
+    /// Byte offset in the frame of chirp `m = l * N_tx + i`, RX `j`, sample 0.
+    fn frame_offset(plan: &Plan, p: usize, l: usize) -> usize {
+        let (i, j) = (p / plan.n_rx, p % plan.n_rx);
+        let m = l * plan.n_tx + i;
+        (m * plan.n_rx + j) * plan.ns * SAMPLE_BYTES
+    }
+
+    /// Copy this job's samples out of the frame (workers cannot borrow it).
+    fn load_copy(&mut self, frame: &[u8]) {
+        let plan = &*self.plan;
+        let row = plan.ns * SAMPLE_BYTES;
+        for (c, p) in self.channels.clone().enumerate() {
+            for l in 0..plan.nl {
+                let src = Self::frame_offset(plan, p, l);
+                let dst = (c * plan.nl + l) * row;
+                self.raw[dst..dst + row].copy_from_slice(&frame[src..src + row]);
+            }
+        }
+    }
+
+    /// Steps 1 to 4 for every channel of the job.
+    fn run(&mut self, source: RawSource<'_>) {
+        let plan = &*self.plan;
+        let (nl, ns) = (plan.nl, plan.ns);
+        let row_bytes = ns * SAMPLE_BYTES;
+        for (c, p) in self.channels.clone().enumerate() {
+            // Step 1: convert, window, range FFT.
+            for l in 0..nl {
+                let src = match source {
+                    RawSource::Frame(frame) => {
+                        let off = Self::frame_offset(plan, p, l);
+                        &frame[off..off + row_bytes]
+                    }
+                    RawSource::Copy => {
+                        let off = (c * nl + l) * row_bytes;
+                        &self.raw[off..off + row_bytes]
+                    }
+                };
+                let dst = &mut self.range[l * ns..(l + 1) * ns];
+                for ((x, s), &w) in dst
+                    .iter_mut()
+                    .zip(src.chunks_exact(SAMPLE_BYTES))
+                    .zip(&plan.range_window)
+                {
+                    let re = f32::from(i16::from_le_bytes([s[0], s[1]]));
+                    let im = f32::from(i16::from_le_bytes([s[2], s[3]]));
+                    *x = Complex32::new(re * w, im * w);
+                }
+            }
+            plan.range_fft
+                .process_with_scratch(&mut self.range, &mut self.scratch);
+
+            // Step 2: transpose [l][r] -> [r][l] into this channel's spectra.
+            let spec = &mut self.spectra[c * nl * ns..(c + 1) * nl * ns];
+            transpose(&self.range, spec, nl, ns);
+
+            // Steps 2 (clutter) and 3 (Doppler window), per range bin.
+            for r in 0..ns {
+                let x = &mut spec[r * nl..(r + 1) * nl];
+                if plan.clutter_removal {
+                    let (mut sr, mut si) = (0.0f64, 0.0f64);
+                    for v in x.iter() {
+                        sr += f64::from(v.re);
+                        si += f64::from(v.im);
+                    }
+                    let mean = Complex32::new((sr / nl as f64) as f32, (si / nl as f64) as f32);
+                    for v in x.iter_mut() {
+                        *v -= mean;
+                    }
+                }
+                for (v, &w) in x.iter_mut().zip(&plan.doppler_window) {
+                    *v *= w;
+                }
+            }
+            plan.doppler_fft
+                .process_with_scratch(spec, &mut self.scratch);
+
+            // Step 4, partial: this channel's |X|^2 into the float64 map.
+            if c == 0 {
+                for (acc, v) in self.power.iter_mut().zip(spec.iter()) {
+                    *acc = norm_sqr_f64(*v);
+                }
+            } else {
+                for (acc, v) in self.power.iter_mut().zip(spec.iter()) {
+                    *acc += norm_sqr_f64(*v);
+                }
+            }
+        }
+    }
+
+    /// Doppler spectrum value `X[p][r][k]` of a channel this job owns.
+    fn spectrum(&self, p: usize, r: usize, k: usize) -> Complex32 {
+        let (nl, ns) = (self.plan.nl, self.plan.ns);
+        let c = p - self.channels.start;
+        self.spectra[(c * ns + r) * nl + k]
+    }
+}
+
+fn norm_sqr_f64(v: Complex32) -> f64 {
+    let (re, im) = (f64::from(v.re), f64::from(v.im));
+    re * re + im * im
+}
+
+/// Out-of-place transpose of a `rows x cols` matrix, in cache-sized tiles.
+fn transpose(src: &[Complex32], dst: &mut [Complex32], rows: usize, cols: usize) {
+    const TILE: usize = 16;
+    for r0 in (0..rows).step_by(TILE) {
+        for c0 in (0..cols).step_by(TILE) {
+            for r in r0..(r0 + TILE).min(rows) {
+                for c in c0..(c0 + TILE).min(cols) {
+                    dst[c * rows + r] = src[r * cols + c];
+                }
+            }
+        }
+    }
+}
+
+/// A pool thread and the two ends of its job hand-over.
+struct Worker {
+    job: Option<Box<ChannelJob>>,
+    to_worker: Option<SyncSender<Box<ChannelJob>>>,
+    from_worker: Receiver<Box<ChannelJob>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// The CPU reference backend.
+pub struct CpuBackend {
+    frame_bytes: usize,
+    nl: usize,
+    ns: usize,
+    n_virtual: usize,
+    max_detections: usize,
+    main_job: ChannelJob,
+    workers: Vec<Worker>,
+    /// Set when a worker died; every later call fails.
+    broken: bool,
+    power_map: Vec<f32>,
+    cfar: CfarEngine,
+    peaks: Vec<CfarPeak>,
+    angle: AngleEstimator,
+    snapshot: Vec<Complex32>,
+    units: Units,
+    stats: CpuFrameStats,
+}
+
+impl CpuBackend {
+    /// A backend with one thread per available core (at most one per virtual channel).
+    pub fn new(cfg: &ChainConfig) -> Result<Self, DspError> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self::with_threads(cfg, threads)
+    }
+
+    /// A backend using `threads` threads in all (the caller's included).
+    pub fn with_threads(cfg: &ChainConfig, threads: usize) -> Result<Self, DspError> {
+        cfg.validate()?;
+        let g = &cfg.geometry;
+        let (nl, ns, nv) = (g.n_loops, g.n_samples, g.n_virtual());
+        let threads = threads.clamp(1, nv);
+        let mut planner = FftPlanner::<f32>::new();
+        let plan = Arc::new(Plan {
+            n_tx: g.n_tx,
+            n_rx: g.n_rx,
+            nl,
+            ns,
+            clutter_removal: cfg.chain.clutter_removal,
+            range_window: hann_periodic(ns),
+            doppler_window: hann_periodic(nl),
+            range_fft: planner.plan_fft_forward(ns),
+            doppler_fft: planner.plan_fft_forward(nl),
+        });
+        // Contiguous channel ranges; the calling thread takes the last one.
+        let bounds: Vec<usize> = (0..=threads).map(|t| t * nv / threads).collect();
+        let mut workers = Vec::with_capacity(threads - 1);
+        for t in 0..threads - 1 {
+            let job = Box::new(ChannelJob::new(
+                plan.clone(),
+                bounds[t]..bounds[t + 1],
+                true,
+            ));
+            let (to_worker, worker_rx) = sync_channel::<Box<ChannelJob>>(1);
+            let (worker_tx, from_worker) = sync_channel::<Box<ChannelJob>>(1);
+            let handle = std::thread::Builder::new()
+                .name(format!("dsp-cpu-{t}"))
+                .spawn(move || {
+                    while let Ok(mut job) = worker_rx.recv() {
+                        job.run(RawSource::Copy);
+                        if worker_tx.send(job).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .map_err(|e| DspError::Io {
+                    context: "spawning a CPU backend thread".into(),
+                    source: e,
+                })?;
+            workers.push(Worker {
+                job: Some(job),
+                to_worker: Some(to_worker),
+                from_worker,
+                handle: Some(handle),
+            });
+        }
+        let main_job = ChannelJob::new(plan, bounds[threads - 1]..bounds[threads], false);
+        let mut peaks = Vec::new();
+        peaks.reserve_exact(nl * ns);
+        Ok(CpuBackend {
+            frame_bytes: g.frame_bytes(),
+            nl,
+            ns,
+            n_virtual: nv,
+            max_detections: cfg.chain.max_detections,
+            main_job,
+            workers,
+            broken: false,
+            power_map: vec![0.0; nl * ns],
+            cfar: CfarEngine::new(cfg)?,
+            peaks,
+            angle: AngleEstimator::new(cfg),
+            snapshot: vec![Complex32::default(); nv],
+            units: Units::new(cfg),
+            stats: CpuFrameStats::default(),
+        })
+    }
+
+    /// Counts of the last processed frame.
+    pub fn last_stats(&self) -> CpuFrameStats {
+        self.stats
+    }
+
+    /// The power map of the last frame, `P[d][r]`, without copying.
+    pub fn power(&self) -> &[f32] {
+        &self.power_map
+    }
+
+    /// The CFAR constants in use.
+    pub fn cfar(&self) -> &CfarEngine {
+        &self.cfar
+    }
+
+    /// Doppler spectrum `X[d, p, r]` (fftshifted Doppler bin `d`) of the last frame.
+    pub fn spectrum(&self, d: usize, p: usize, r: usize) -> Complex32 {
+        let k = (d + self.nl / 2) % self.nl;
+        if self.main_job.channels.contains(&p) {
+            return self.main_job.spectrum(p, r, k);
+        }
+        for w in &self.workers {
+            if let Some(job) = &w.job {
+                if job.channels.contains(&p) {
+                    return job.spectrum(p, r, k);
+                }
+            }
+        }
+        Complex32::default()
+    }
+
+    /// Steps 1-4 on all threads; leaves `power_map` filled.
+    fn run_channels(&mut self, frame: &[u8]) -> Result<(), DspError> {
+        for w in &mut self.workers {
+            let mut job = w
+                .job
+                .take()
+                .ok_or_else(|| DspError::Backend("cpu worker job missing".into()))?;
+            job.load_copy(frame);
+            let tx = w
+                .to_worker
+                .as_ref()
+                .ok_or_else(|| DspError::Backend("cpu worker stopped".into()))?;
+            if let Err(e) = tx.send(job) {
+                w.job = Some(e.0);
+                return Err(DspError::Backend("cpu worker thread exited".into()));
+            }
+        }
+        self.main_job.run(RawSource::Frame(frame));
+        for w in &mut self.workers {
+            let job = w
+                .from_worker
+                .recv()
+                .map_err(|_| DspError::Backend("cpu worker thread died".into()))?;
+            w.job = Some(job);
+        }
+
+        // Sum the partial maps (float64), round once, fftshift to P[d][r].
+        let (nl, ns) = (self.nl, self.ns);
+        let half = nl / 2;
+        for r in 0..ns {
+            for k in 0..nl {
+                let mut s = self.main_job.power[r * nl + k];
+                for w in &self.workers {
+                    if let Some(job) = &w.job {
+                        s += job.power[r * nl + k];
+                    }
+                }
+                let d = (k + half) % nl;
+                self.power_map[d * ns + r] = s as f32;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn process(&mut self, frame: FrameInput<'_>, out: &mut Detections) -> Result<(), DspError> {
+        out.clear();
+        if frame.bytes.len() != self.frame_bytes {
+            return Err(DspError::FrameSize {
+                got: frame.bytes.len(),
+                want: self.frame_bytes,
+            });
+        }
+        if self.broken {
+            return Err(DspError::Backend(
+                "cpu backend unusable after a worker thread died".into(),
+            ));
+        }
+        if let Err(e) = self.run_channels(frame.bytes) {
+            self.broken = true;
+            return Err(e);
+        }
+
+        // Steps 5 and 6.
+        let hits = self.cfar.run(&self.power_map, &mut self.peaks);
+
+        // Step 7: keep the highest P/mu, then order by range, Doppler.
+        let found = self.peaks.len();
+        let cap = self.max_detections;
+        let mut cut = 0;
+        if found > cap {
+            let by_ratio = |a: &CfarPeak, b: &CfarPeak| {
+                b.ratio()
+                    .total_cmp(&a.ratio())
+                    .then(a.range_bin.cmp(&b.range_bin))
+                    .then(a.doppler_bin.cmp(&b.doppler_bin))
+            };
+            self.peaks.select_nth_unstable_by(cap, by_ratio);
+            self.peaks.truncate(cap);
+            cut = found - cap;
+        }
+        self.peaks
+            .sort_unstable_by_key(|p| (p.range_bin, p.doppler_bin));
+        self.stats = CpuFrameStats {
+            cfar_hits: hits,
+            peaks: found as u32,
+            cut: cut as u32,
+        };
+
+        // Steps 8 to 10.
+        for i in 0..self.peaks.len() {
+            let peak = self.peaks[i];
+            let (d, r) = (peak.doppler_bin as usize, peak.range_bin as usize);
+            for p in 0..self.n_virtual {
+                self.snapshot[p] = self.spectrum(d, p, r);
+            }
+            let angle = self.angle.estimate(d, &self.snapshot);
+            let range_refined = refine_range(&self.power_map, self.ns, d, r);
+            let doppler_refined = refine_doppler(&self.power_map, self.nl, self.ns, d, r);
+            out.list.push(self.units.detection(
+                &peak,
+                range_refined,
+                doppler_refined,
+                angle.refined_bin,
+            ));
+        }
+        out.cut = cut as u32;
+        Ok(())
+    }
+
+    fn power_map(&mut self, out: &mut Vec<f32>) -> Result<(), DspError> {
+        out.clear();
+        out.extend_from_slice(&self.power_map);
+        Ok(())
+    }
+}
+
+impl Drop for CpuBackend {
+    fn drop(&mut self) {
+        for w in &mut self.workers {
+            // Closing the job channel ends the worker's loop.
+            w.to_worker = None;
+        }
+        for w in &mut self.workers {
+            if let Some(h) = w.handle.take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
