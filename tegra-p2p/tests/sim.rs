@@ -125,8 +125,16 @@ fn drop_at_source_when_the_application_holds_every_slot() {
     let c2 = s.counters().unwrap();
     // Five frames delivered since start: every other sequence number was a drop.
     let reported = f.sequence() + 1 - 5;
-    assert!(reported >= c1.drops_no_slot, "{reported} < {}", c1.drops_no_slot);
-    assert!(reported <= c2.drops_no_slot, "{reported} > {}", c2.drops_no_slot);
+    assert!(
+        reported >= c1.drops_no_slot,
+        "{reported} < {}",
+        c1.drops_no_slot
+    );
+    assert!(
+        reported <= c2.drops_no_slot,
+        "{reported} > {}",
+        c2.drops_no_slot
+    );
     assert!(f.dropped_before() > 0);
     assert_eq!(f.sequence(), last_seq + 1 + u64::from(f.dropped_before()));
     verify_test_pattern(f.data(), f.sequence(), CHUNK).unwrap();
@@ -294,12 +302,27 @@ fn stall_times_out_then_streaming_resumes() {
             Err(e) => break (e, t0.elapsed()),
         }
     };
-    assert!(matches!(err, Error::Timeout { timeout_ms: 100, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                timeout_ms: 100,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert!(waited >= Duration::from_millis(100), "{waited:?}");
-    assert!(last.is_some_and(|l| l <= 4), "frames before the stall: last {last:?}");
+    assert!(
+        last.is_some_and(|l| l <= 4),
+        "frames before the stall: last {last:?}"
+    );
     // After the stall, frames flow again from sequence 5.
     let f = s.next_frame(Some(Duration::from_secs(2))).unwrap();
-    assert!(f.sequence() >= 5, "the stalled frame or a later one comes next");
+    assert!(
+        f.sequence() >= 5,
+        "the stalled frame or a later one comes next"
+    );
     t.observe(f.sequence(), f.dropped_before()).unwrap();
 }
 
@@ -321,7 +344,10 @@ fn timeouts_and_not_streaming() {
     );
     drop(r);
     assert!(t0.elapsed() >= Duration::from_millis(20));
-    assert!(t0.elapsed() < Duration::from_millis(1000), "the timeout is honoured");
+    assert!(
+        t0.elapsed() < Duration::from_millis(1000),
+        "the timeout is honoured"
+    );
     assert_eq!(
         s.next_frame(Some(Duration::from_secs(2)))
             .unwrap()
