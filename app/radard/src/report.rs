@@ -181,7 +181,7 @@ mod tests {
             slot: 2,
             dropped_before: 1,
             latency_ns: 2_500_000,
-            detections: 5,
+            detections: 10,
             ..FrameRecord::default()
         };
         r.shown[0] = ShownDetection {
@@ -193,7 +193,7 @@ mod tests {
         let mut s = Vec::new();
         frame_line(&r, &mut s).expect("write to vec");
         let s = String::from_utf8(s).expect("utf8");
-        assert!(s.starts_with("frame seq=7 slot=2 dropped=1 latency=2.500ms detections=5 [20.0m -3.00m/s +12.0deg 25.0dB]"), "{s}");
+        assert!(s.starts_with("frame seq=7 slot=2 dropped=1 latency=2.500ms detections=10 [20.0m -3.00m/s +12.0deg 25.0dB]"), "{s}");
         assert!(s.trim_end().ends_with("..."), "{s}");
 
         r.check = PayloadCheck::PatternMismatch(4096);
