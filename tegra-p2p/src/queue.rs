@@ -113,7 +113,7 @@ impl EventQueue {
 
 fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as _,
         tv_nsec: timeout.subsec_nanos() as _,
     };
     // SAFETY: word is a live, aligned u32 for the duration of the call; the

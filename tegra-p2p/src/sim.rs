@@ -572,7 +572,7 @@ impl Producer {
             // Wake at least every 20 ms to notice a stop.
             let until = t_ns.min(now + 20_000_000);
             let ts = libc::timespec {
-                tv_sec: (until / 1_000_000_000) as libc::time_t,
+                tv_sec: (until / 1_000_000_000) as _,
                 tv_nsec: (until % 1_000_000_000) as _,
             };
             // SAFETY: absolute sleep on a local timespec; EINTR just loops.
