@@ -241,6 +241,8 @@ pub struct KmodSource {
     info: fpga_p2p_info,
     handle: u32,
     chunk_bytes: usize,
+    /// The start's event timeout (a wait with timeout 0 waits this long).
+    event_timeout_ms: Cell<u32>,
     streaming: Cell<bool>,
     /// A released slot the next wait hands back (NO_SLOT if none).
     pending: Cell<u32>,
@@ -296,7 +298,13 @@ impl KmodSource {
             dev,
             info,
             handle,
-            chunk_bytes,
+            // 0 asks the module for one chunk per slot.
+            chunk_bytes: if chunk_bytes == 0 {
+                ring.slot_bytes()
+            } else {
+                chunk_bytes
+            },
+            event_timeout_ms: Cell::new(1000),
             streaming: Cell::new(false),
             pending: Cell::new(FPGA_P2P_NO_SLOT),
             deferred: Cell::new(None),
@@ -500,6 +508,7 @@ impl FrameSource for KmodSource {
         self.pending.set(FPGA_P2P_NO_SLOT);
         self.deferred.set(None);
         self.dev.start(&s)?;
+        self.event_timeout_ms.set(s.event_timeout_ms);
         self.streaming.set(true);
         Ok(())
     }
@@ -518,7 +527,16 @@ impl FrameSource for KmodSource {
             timeout_ms: timeout.map_or(0, |t| t.as_millis().clamp(1, u32::MAX as u128) as u32),
             ..Default::default()
         };
-        self.dev.wait(&mut w)?;
+        self.dev.wait(&mut w).map_err(|e| match e {
+            Error::Timeout {
+                device,
+                timeout_ms: 0,
+            } => Error::Timeout {
+                device,
+                timeout_ms: self.event_timeout_ms.get(),
+            },
+            e => e,
+        })?;
         self.decode(&w.event)
     }
 

@@ -3,8 +3,10 @@
 //!
 //! A producer thread plays the FPGA: at chunk cadence it writes frames into
 //! the same ring memory the real DMA would, decides at each frame start
-//! whether a FREE slot exists (drop at source otherwise, counted and reported
-//! with the next delivered frame), computes the CRC as the FPGA does, and
+//! whether the next slot in chain order is FREE (the module hands slots to
+//! the engine in chain order through descriptor credits; otherwise the frame
+//! is dropped at the source, counted, and reported with the next delivered
+//! frame), computes the CRC as the FPGA does, and
 //! publishes one event per frame (and per chunk, if asked) through a lock-free
 //! SPSC queue. The consumer side (`next_event`, `release`) allocates nothing,
 //! takes no lock, and blocks only in a futex wait when no event is queued.
@@ -64,7 +66,7 @@ pub struct SimFaults {
 /// Simulator configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
-    /// DMA chunk; divides the slot size, multiple of 16.
+    /// DMA chunk; divides the slot size, multiple of 4096 (as the module requires).
     pub chunk_bytes: usize,
     pub faults: SimFaults,
     /// Frames the playback memory holds.
@@ -170,11 +172,12 @@ impl SimSource {
     /// A simulator streaming into `ring` (which it owns from now on).
     pub fn new(ring: RingMemory, cfg: SimConfig) -> Result<Self> {
         let slot = ring.slot_bytes();
-        if cfg.chunk_bytes < 16 || cfg.chunk_bytes % 16 != 0 || slot % cfg.chunk_bytes != 0 {
+        let align = uapi::FPGA_P2P_SLOT_ALIGN as usize;
+        if cfg.chunk_bytes == 0 || cfg.chunk_bytes % align != 0 || slot % cfg.chunk_bytes != 0 {
             return Err(Error::InvalidArgument {
                 what: "sim chunk_bytes",
                 reason: format!(
-                    "{} must be a multiple of 16 that divides the slot size {slot}",
+                    "{} must be a multiple of {align} that divides the slot size {slot}",
                     cfg.chunk_bytes
                 ),
             });
@@ -647,20 +650,20 @@ impl Producer {
             let fault_drop = every(self.faults.drop_every, seq)
                 || (self.faults.drop_probability > 0.0
                     && self.rng.next_f64() < self.faults.drop_probability);
-            // Drop at source is decided at frame start: claim a FREE slot or drop.
+            // Drop at source is decided at frame start. Slots go to the engine
+            // in chain order (descriptor credits, as the module grants them):
+            // the next slot in the chain must be FREE, even if a later one is.
             let slot = if fault_drop {
                 inc(&c.drops_fault);
                 None
+            } else if sh.states[cursor as usize]
+                .compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                Some(cursor)
             } else {
-                let found = (0..nslots).map(|i| (cursor + i) % nslots).find(|&s| {
-                    sh.states[s as usize]
-                        .compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                });
-                if found.is_none() {
-                    inc(&c.drops_no_slot);
-                }
-                found
+                inc(&c.drops_no_slot);
+                None
             };
             let Some(slot) = slot else {
                 pending_drops += 1;

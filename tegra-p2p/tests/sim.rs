@@ -141,31 +141,55 @@ fn drop_at_source_when_the_application_holds_every_slot() {
 }
 
 #[test]
-fn holding_some_slots_leaves_them_untouched_while_others_stream() {
+fn holding_some_slots_stalls_the_chain_at_the_first_held_slot() {
+    // Slots go to the engine in chain order (descriptor credits): with slots
+    // k and k+1 held, the engine fills k+2 and k+3, then waits for k and drops.
     let mut s = sim(4, SLOT, CHUNK, SimFaults::default());
     s.start(&fast()).unwrap();
     let a = s.next_frame(None).unwrap();
     let b = s.next_frame(None).unwrap();
+    let k = a.slot();
+    assert_eq!(b.slot(), (k + 1) % 4, "chain order");
     let held = [
         (a.slot(), slot_crc(&s, a.slot())),
         (b.slot(), slot_crc(&s, b.slot())),
     ];
-    let mut t = SequenceTracker::joining();
+    let mut t = SequenceTracker::new();
+    t.observe(a.sequence(), a.dropped_before()).unwrap();
     t.observe(b.sequence(), b.dropped_before()).unwrap();
-    for _ in 0..300 {
-        let f = s.next_frame(None).unwrap();
-        assert!(
-            f.slot() != a.slot() && f.slot() != b.slot(),
-            "held slot delivered again"
-        );
-        verify_test_pattern(f.data(), f.sequence(), CHUNK).unwrap();
-        t.observe(f.sequence(), f.dropped_before()).unwrap();
+    let mut got = Vec::new();
+    loop {
+        match s.next_frame(Some(Duration::from_millis(50))) {
+            Ok(f) => {
+                verify_test_pattern(f.data(), f.sequence(), CHUNK).unwrap();
+                t.observe(f.sequence(), f.dropped_before()).unwrap();
+                got.push(f.slot());
+            }
+            Err(Error::Timeout { .. }) => break,
+            Err(e) => panic!("{e}"),
+        }
     }
+    assert_eq!(
+        got,
+        vec![(k + 2) % 4, (k + 3) % 4],
+        "the free slots, once each"
+    );
+    let c = s.counters().unwrap();
+    assert!(
+        c.drops_no_slot > 0,
+        "the chain stalled at a held slot: drops"
+    );
     for (slot, crc) in held {
         assert_eq!(slot_crc(&s, slot), crc, "held slot {slot} written");
     }
     verify_test_pattern(a.data(), a.sequence(), CHUNK).unwrap();
     verify_test_pattern(b.data(), b.sequence(), CHUNK).unwrap();
+    // Releasing the first held slot resumes the chain there.
+    drop(a);
+    let f = s.next_frame(None).unwrap();
+    assert_eq!(f.slot(), k);
+    assert!(f.dropped_before() > 0);
+    t.observe(f.sequence(), f.dropped_before()).unwrap();
 }
 
 #[test]

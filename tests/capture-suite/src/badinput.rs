@@ -316,7 +316,8 @@ fn hostile_call(t: &Target, rng: &mut Rng) -> Check<Option<Call>> {
         }
         10 => {
             let mut r = good_ring(t.ring_addr);
-            r.chunk_bytes = *rng.pick(&[0, 3, 1000, SLOT as u32 + PAGE as u32, 3 * PAGE as u32]);
+            // (0 is valid: one chunk per slot.)
+            r.chunk_bytes = *rng.pick(&[3, 1000, 2048, SLOT as u32 + PAGE as u32, 3 * PAGE as u32]);
             (
                 "register: bad chunk size",
                 reg(fd, &mut r),
@@ -641,7 +642,13 @@ fn hostile_call(t: &Target, rng: &mut Rng) -> Check<Option<Call>> {
     Ok(Some(c))
 }
 
+thread_local! {
+    /// The last REGISTER argument, for the failure message.
+    static LAST_RING: std::cell::Cell<fpga_p2p_ring> = std::cell::Cell::new(fpga_p2p_ring::default());
+}
+
 fn reg(fd: i32, r: &mut fpga_p2p_ring) -> Result<i32, Errno> {
+    LAST_RING.with(|c| c.set(*r));
     raw(fd, ioc::REGISTER, r as *mut _ as u64)
 }
 
