@@ -57,6 +57,8 @@ build() {
 	shift 2
 	rm -rf "$dir"
 	cp -a "$kmod_src" "$dir"
+	# Objects of an in-place build in the checkout must not be reused.
+	make -C "$dir" KDIR="$kdir" "$@" clean >/dev/null 2>&1 || true
 	if ! make -C "$dir" KDIR="$kdir" "$@" >"$logf" 2>&1; then
 		tail -n 20 "$logf"
 		echo "  build failed (log: $logf)"

@@ -95,6 +95,8 @@ kmod_src=${RADAR_KMOD_DIR:-"$top/kmod"}
 # A private copy: builds for the two kernels must not share objects.
 cp -a "$kmod_src" "$work/kmod"
 log "building modules against $kdir"
+# Objects of an in-place build in the checkout must not leak into this one.
+make -C "$work/kmod" KDIR="$kdir" clean >/dev/null 2>&1 || true
 make -C "$work/kmod" KDIR="$kdir" FPGA_P2P_MODEL=1 -j"$(nproc)" >"$work/kmod.log" 2>&1 ||
 	{ cat "$work/kmod.log" >&2; die "building the modules failed"; }
 ko_of() {
