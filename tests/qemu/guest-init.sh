@@ -91,8 +91,9 @@ unload_one() {
 			cat /tmp/rmmod.err
 			# shellcheck disable=SC2012 # module names are plain words
 			holders=$(ls "/sys/module/$1/holders" 2>/dev/null | tr '\n' ' ')
+			users=$(device_users)
 			echo "$1: refcnt $(cat "/sys/module/$1/refcnt" 2>/dev/null)," \
-				"holders: ${holders:-none}, device open by: $(device_users)(end)"
+				"holders: ${holders:-none}, device open by: ${users:-nobody}"
 			return 1
 		fi
 		usleep 100000
