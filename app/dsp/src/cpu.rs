@@ -150,55 +150,26 @@ impl ChannelJob {
                         &self.raw[off..off + row_bytes]
                     }
                 };
-                let dst = &mut self.range[l * ns..(l + 1) * ns];
-                for ((x, s), &w) in dst
-                    .iter_mut()
-                    .zip(src.chunks_exact(SAMPLE_BYTES))
-                    .zip(&plan.range_window)
-                {
-                    let re = f32::from(i16::from_le_bytes([s[0], s[1]]));
-                    let im = f32::from(i16::from_le_bytes([s[2], s[3]]));
-                    *x = Complex32::new(re * w, im * w);
-                }
+                convert_and_window(
+                    src,
+                    &plan.range_window,
+                    &mut self.range[l * ns..(l + 1) * ns],
+                );
             }
             plan.range_fft
                 .process_with_scratch(&mut self.range, &mut self.scratch);
 
             // Step 2: transpose [l][r] -> [r][l] into this channel's spectra.
             let spec = &mut self.spectra[c * nl * ns..(c + 1) * nl * ns];
-            transpose(&self.range, spec, nl, ns);
+            transpose::transpose(&self.range, spec, ns, nl);
 
             // Steps 2 (clutter) and 3 (Doppler window), per range bin.
-            for r in 0..ns {
-                let x = &mut spec[r * nl..(r + 1) * nl];
-                if plan.clutter_removal {
-                    let (mut sr, mut si) = (0.0f64, 0.0f64);
-                    for v in x.iter() {
-                        sr += f64::from(v.re);
-                        si += f64::from(v.im);
-                    }
-                    let mean = Complex32::new((sr / nl as f64) as f32, (si / nl as f64) as f32);
-                    for v in x.iter_mut() {
-                        *v -= mean;
-                    }
-                }
-                for (v, &w) in x.iter_mut().zip(&plan.doppler_window) {
-                    *v *= w;
-                }
-            }
+            prepare_doppler(spec, &plan.doppler_window, plan.clutter_removal);
             plan.doppler_fft
                 .process_with_scratch(spec, &mut self.scratch);
 
             // Step 4, partial: this channel's |X|^2 into the float64 map.
-            if c == 0 {
-                for (acc, v) in self.power.iter_mut().zip(spec.iter()) {
-                    *acc = norm_sqr_f64(*v);
-                }
-            } else {
-                for (acc, v) in self.power.iter_mut().zip(spec.iter()) {
-                    *acc += norm_sqr_f64(*v);
-                }
-            }
+            accumulate_power(spec, &mut self.power, c == 0);
         }
     }
 
@@ -210,23 +181,60 @@ impl ChannelJob {
     }
 }
 
+/// int16 I/Q (little-endian) to complex float32, times the range window.
+#[inline(never)]
+fn convert_and_window(src: &[u8], window: &[f32], dst: &mut [Complex32]) {
+    for ((x, s), &w) in dst
+        .iter_mut()
+        .zip(src.chunks_exact(SAMPLE_BYTES))
+        .zip(window)
+    {
+        let re = f32::from(i16::from_le_bytes([s[0], s[1]]));
+        let im = f32::from(i16::from_le_bytes([s[2], s[3]]));
+        *x = Complex32::new(re * w, im * w);
+    }
+}
+
+/// Optional clutter removal (mean over `l`, accumulated in float64) and the
+/// Doppler window, on every `[r][l]` row.
+#[inline(never)]
+fn prepare_doppler(spec: &mut [Complex32], window: &[f32], clutter_removal: bool) {
+    let nl = window.len();
+    for x in spec.chunks_exact_mut(nl) {
+        if clutter_removal {
+            let (mut sr, mut si) = (0.0f64, 0.0f64);
+            for v in x.iter() {
+                sr += f64::from(v.re);
+                si += f64::from(v.im);
+            }
+            let mean = Complex32::new((sr / nl as f64) as f32, (si / nl as f64) as f32);
+            for v in x.iter_mut() {
+                *v -= mean;
+            }
+        }
+        for (v, &w) in x.iter_mut().zip(window) {
+            *v *= w;
+        }
+    }
+}
+
+/// `power (+)= |X|^2`, squares and sum in float64.
+#[inline(never)]
+fn accumulate_power(spec: &[Complex32], power: &mut [f64], first: bool) {
+    if first {
+        for (acc, v) in power.iter_mut().zip(spec) {
+            *acc = norm_sqr_f64(*v);
+        }
+    } else {
+        for (acc, v) in power.iter_mut().zip(spec) {
+            *acc += norm_sqr_f64(*v);
+        }
+    }
+}
+
 fn norm_sqr_f64(v: Complex32) -> f64 {
     let (re, im) = (f64::from(v.re), f64::from(v.im));
     re * re + im * im
-}
-
-/// Out-of-place transpose of a `rows x cols` matrix, in cache-sized tiles.
-fn transpose(src: &[Complex32], dst: &mut [Complex32], rows: usize, cols: usize) {
-    const TILE: usize = 16;
-    for r0 in (0..rows).step_by(TILE) {
-        for c0 in (0..cols).step_by(TILE) {
-            for r in r0..(r0 + TILE).min(rows) {
-                for c in c0..(c0 + TILE).min(cols) {
-                    dst[c * rows + r] = src[r * cols + c];
-                }
-            }
-        }
-    }
 }
 
 /// A pool thread and the two ends of its job hand-over.
@@ -313,6 +321,20 @@ impl CpuBackend {
                 from_worker,
                 handle: Some(handle),
             });
+        }
+        // One round trip per worker now, so that whatever the channels set
+        // up lazily the first time a thread blocks on them (a waiting
+        // context) is set up here and not during a frame.
+        for w in &mut workers {
+            if let (Some(job), Some(tx)) = (w.job.take(), &w.to_worker) {
+                tx.send(job)
+                    .map_err(|_| DspError::Backend("cpu worker thread exited".into()))?;
+                w.job = Some(
+                    w.from_worker
+                        .recv()
+                        .map_err(|_| DspError::Backend("cpu worker thread died".into()))?,
+                );
+            }
         }
         let main_job = ChannelJob::new(plan, bounds[threads - 1]..bounds[threads], false);
         let mut peaks = Vec::new();
@@ -500,5 +522,46 @@ impl Drop for CpuBackend {
                 let _ = h.join();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_that_do_not_fit_are_refused_and_the_backend_goes_on() {
+        let cfg = ChainConfig::default();
+        let mut b = CpuBackend::with_threads(&cfg, 2).unwrap();
+        let mut dets = Detections::with_capacity(8);
+        let short = vec![0u8; cfg.geometry.frame_bytes() - 4];
+        let err = b
+            .process(
+                FrameInput {
+                    bytes: &short,
+                    slot: None,
+                },
+                &mut dets,
+            )
+            .unwrap_err();
+        assert!(
+            matches!(err, DspError::FrameSize { got, want } if got + 4 == want),
+            "{err}"
+        );
+        let zero = vec![0u8; cfg.geometry.frame_bytes()];
+        b.process(
+            FrameInput {
+                bytes: &zero,
+                slot: None,
+            },
+            &mut dets,
+        )
+        .unwrap();
+        // An all-zero frame: P = 0 everywhere, and 0 > alpha * 0 is false.
+        assert!(dets.list.is_empty());
+        let mut map = Vec::new();
+        b.power_map(&mut map).unwrap();
+        assert_eq!(map.len(), 256 * 256);
+        assert!(map.iter().all(|&p| p == 0.0));
     }
 }
