@@ -18,14 +18,14 @@
 //! ([`crate::angle`]) and refinement ([`crate::refine`]) follow.
 //!
 //! Threads: a fixed pool made at construction. Each worker owns a job (its
-//! channels' buffers) that travels to it and back through bounded channels
-//! (capacity 1) each frame, so nothing is allocated or shared-borrowed
-//! per frame; the calling thread processes its own share of the channels and
-//! does the rest of the chain.
+//! channels' buffers) that travels to it and back through two one-item
+//! mailboxes (mutex + condition variable) each frame, so nothing is
+//! allocated or shared-borrowed per frame; the calling thread processes its
+//! own share of the channels and does the rest of the chain.
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use rustfft::num_complex::Complex32;
@@ -237,11 +237,80 @@ fn norm_sqr_f64(v: Complex32) -> f64 {
     re * re + im * im
 }
 
-/// A pool thread and the two ends of its job hand-over.
+/// A one-item hand-over between two threads: a mutex and a condition
+/// variable (futex waits: no allocation, ever, unlike a channel's lazily
+/// built waiter lists). Closing it wakes the other side for good.
+struct Mailbox<T> {
+    state: Mutex<MailboxState<T>>,
+    ready: Condvar,
+}
+
+enum MailboxState<T> {
+    Empty,
+    Full(T),
+    Closed,
+}
+
+impl<T> Mailbox<T> {
+    fn new() -> Self {
+        Mailbox {
+            state: Mutex::new(MailboxState::Empty),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Leave `item`; gives it back when the mailbox is closed.
+    fn put(&self, item: T) -> Result<(), T> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(*s, MailboxState::Closed) {
+            return Err(item);
+        }
+        *s = MailboxState::Full(item);
+        drop(s);
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// Wait for an item; `None` once the mailbox is closed.
+    fn take(&self) -> Option<T> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            match std::mem::replace(&mut *s, MailboxState::Empty) {
+                MailboxState::Full(item) => return Some(item),
+                MailboxState::Closed => {
+                    *s = MailboxState::Closed;
+                    return None;
+                }
+                MailboxState::Empty => {
+                    s = self.ready.wait(s).unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+        }
+    }
+
+    fn close(&self) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        *s = MailboxState::Closed;
+        drop(s);
+        self.ready.notify_all();
+    }
+}
+
+/// Closes the worker's outgoing mailbox when the worker thread ends, even
+/// by a panic, so the caller never waits for a job that cannot come back.
+struct CloseOnExit(Arc<Mailbox<Box<ChannelJob>>>);
+
+impl Drop for CloseOnExit {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// A pool thread and the two mailboxes of its job hand-over.
 struct Worker {
     job: Option<Box<ChannelJob>>,
-    to_worker: Option<SyncSender<Box<ChannelJob>>>,
-    from_worker: Receiver<Box<ChannelJob>>,
+    to_worker: Arc<Mailbox<Box<ChannelJob>>>,
+    from_worker: Arc<Mailbox<Box<ChannelJob>>>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -299,14 +368,16 @@ impl CpuBackend {
                 bounds[t]..bounds[t + 1],
                 true,
             ));
-            let (to_worker, worker_rx) = sync_channel::<Box<ChannelJob>>(1);
-            let (worker_tx, from_worker) = sync_channel::<Box<ChannelJob>>(1);
+            let to_worker = Arc::new(Mailbox::<Box<ChannelJob>>::new());
+            let from_worker = Arc::new(Mailbox::new());
+            let (inbox, outbox) = (to_worker.clone(), from_worker.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("dsp-cpu-{t}"))
                 .spawn(move || {
-                    while let Ok(mut job) = worker_rx.recv() {
+                    let outbox = CloseOnExit(outbox);
+                    while let Some(mut job) = inbox.take() {
                         job.run(RawSource::Copy);
-                        if worker_tx.send(job).is_err() {
+                        if outbox.0.put(job).is_err() {
                             break;
                         }
                     }
@@ -317,24 +388,10 @@ impl CpuBackend {
                 })?;
             workers.push(Worker {
                 job: Some(job),
-                to_worker: Some(to_worker),
+                to_worker,
                 from_worker,
                 handle: Some(handle),
             });
-        }
-        // One round trip per worker now, so that whatever the channels set
-        // up lazily the first time a thread blocks on them (a waiting
-        // context) is set up here and not during a frame.
-        for w in &mut workers {
-            if let (Some(job), Some(tx)) = (w.job.take(), &w.to_worker) {
-                tx.send(job)
-                    .map_err(|_| DspError::Backend("cpu worker thread exited".into()))?;
-                w.job = Some(
-                    w.from_worker
-                        .recv()
-                        .map_err(|_| DspError::Backend("cpu worker thread died".into()))?,
-                );
-            }
         }
         let main_job = ChannelJob::new(plan, bounds[threads - 1]..bounds[threads], false);
         let mut peaks = Vec::new();
@@ -397,12 +454,8 @@ impl CpuBackend {
                 .take()
                 .ok_or_else(|| DspError::Backend("cpu worker job missing".into()))?;
             job.load_copy(frame);
-            let tx = w
-                .to_worker
-                .as_ref()
-                .ok_or_else(|| DspError::Backend("cpu worker stopped".into()))?;
-            if let Err(e) = tx.send(job) {
-                w.job = Some(e.0);
+            if let Err(job) = w.to_worker.put(job) {
+                w.job = Some(job);
                 return Err(DspError::Backend("cpu worker thread exited".into()));
             }
         }
@@ -410,8 +463,8 @@ impl CpuBackend {
         for w in &mut self.workers {
             let job = w
                 .from_worker
-                .recv()
-                .map_err(|_| DspError::Backend("cpu worker thread died".into()))?;
+                .take()
+                .ok_or_else(|| DspError::Backend("cpu worker thread died".into()))?;
             w.job = Some(job);
         }
 
@@ -513,9 +566,9 @@ impl Backend for CpuBackend {
 
 impl Drop for CpuBackend {
     fn drop(&mut self) {
-        for w in &mut self.workers {
-            // Closing the job channel ends the worker's loop.
-            w.to_worker = None;
+        for w in &self.workers {
+            // Closing the inbox ends the worker's loop.
+            w.to_worker.close();
         }
         for w in &mut self.workers {
             if let Some(h) = w.handle.take() {
