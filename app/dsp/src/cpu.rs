@@ -51,6 +51,9 @@ pub struct CpuFrameStats {
     pub cut: u32,
 }
 
+/// Range bins per Doppler-stage block: 8 x 256 complex = 16 KiB, in L1.
+const DOPPLER_BLOCK: usize = 8;
+
 /// Constants shared read-only by all jobs.
 struct Plan {
     n_tx: usize,
@@ -73,6 +76,8 @@ struct ChannelJob {
     raw: Vec<u8>,
     /// Range FFT output of one channel, `[l][r]`.
     range: Vec<Complex32>,
+    /// A few range bins of one channel, `[r][l]`, for the Doppler stage.
+    block: Vec<Complex32>,
     /// Doppler spectra of this job's channels, `[channel][r][k]`.
     spectra: Vec<Complex32>,
     /// Partial power over this job's channels, `[r][k]`, float64.
@@ -104,6 +109,7 @@ impl ChannelJob {
                 Vec::new()
             },
             range: vec![Complex32::default(); nl * ns],
+            block: vec![Complex32::default(); nl * DOPPLER_BLOCK.min(ns)],
             spectra: vec![Complex32::default(); n * nl * ns],
             power: vec![0.0; nl * ns],
             scratch: vec![Complex32::default(); scratch_len],
@@ -159,17 +165,21 @@ impl ChannelJob {
             plan.range_fft
                 .process_with_scratch(&mut self.range, &mut self.scratch);
 
-            // Step 2: transpose [l][r] -> [r][l] into this channel's spectra.
+            // Steps 2 to 4 a few range bins at a time, in a block small
+            // enough to stay in L1: corner turn [l][r] -> [r][l], clutter
+            // removal, Doppler window, Doppler FFT, then store the spectra
+            // and add |X|^2 into the float64 partial map.
+            let blk = self.block.len() / nl;
             let spec = &mut self.spectra[c * nl * ns..(c + 1) * nl * ns];
-            transpose::transpose(&self.range, spec, ns, nl);
-
-            // Steps 2 (clutter) and 3 (Doppler window), per range bin.
-            prepare_doppler(spec, &plan.doppler_window, plan.clutter_removal);
-            plan.doppler_fft
-                .process_with_scratch(spec, &mut self.scratch);
-
-            // Step 4, partial: this channel's |X|^2 into the float64 map.
-            accumulate_power(spec, &mut self.power, c == 0);
+            for r0 in (0..ns).step_by(blk) {
+                gather_columns(&self.range, ns, r0, &mut self.block);
+                prepare_doppler(&mut self.block, &plan.doppler_window, plan.clutter_removal);
+                plan.doppler_fft
+                    .process_with_scratch(&mut self.block, &mut self.scratch);
+                let span = r0 * nl..(r0 + blk) * nl;
+                spec[span.clone()].copy_from_slice(&self.block);
+                accumulate_power(&self.block, &mut self.power[span], c == 0);
+            }
         }
     }
 
@@ -192,6 +202,19 @@ fn convert_and_window(src: &[u8], window: &[f32], dst: &mut [Complex32]) {
         let re = f32::from(i16::from_le_bytes([s[0], s[1]]));
         let im = f32::from(i16::from_le_bytes([s[2], s[3]]));
         *x = Complex32::new(re * w, im * w);
+    }
+}
+
+/// Corner turn of range bins `r0..r0 + B` of a `[l][r]` matrix (rows of
+/// `ns`) into `block`, `[B][l]`.
+#[inline(never)]
+fn gather_columns(range: &[Complex32], ns: usize, r0: usize, block: &mut [Complex32]) {
+    let nl = range.len() / ns;
+    let blk = block.len() / nl;
+    for (l, row) in range.chunks_exact(ns).enumerate() {
+        for (b, &v) in row[r0..r0 + blk].iter().enumerate() {
+            block[b * nl + l] = v;
+        }
     }
 }
 
