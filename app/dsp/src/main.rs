@@ -4,6 +4,8 @@
 //! radar-dsp scene  --output f.raw [--scene s.toml] [--target range=20,velocity=3,azimuth=10,snr=-20]...
 //!                  [--noise-rms 32] [--seed 1] [--frames 1] [--config chain.toml]
 //! radar-dsp detect --input f.raw [--output d.jsonl] [--backend auto|cuda|cpu] [--config chain.toml]
+//! radar-dsp bench  [--backend cuda|cpu|auto] [--config chain.toml] [--frames N] [--slots N]
+//!                  [--json out.json]
 //! ```
 
 use std::fs::File;
@@ -15,9 +17,12 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use serde::Serialize;
 
+use radar_dsp::bench::{self, BenchOptions};
 use radar_dsp::framefile::FrameFile;
 use radar_dsp::scene::{Scene, SceneGenerator, Target};
-use radar_dsp::{BackendKind, ChainConfig, Detections, DspError, FrameInput, select_backend};
+use radar_dsp::{
+    BackendKind, ChainConfig, Detections, DspError, FrameInput, select_backend_explained,
+};
 
 #[derive(Parser)]
 #[command(
@@ -35,6 +40,34 @@ enum Command {
     Scene(SceneArgs),
     /// Run a backend over a raw frame file; detections as JSON Lines.
     Detect(DetectArgs),
+    /// Latency and throughput of a backend on generated frames (table, JSON).
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    #[arg(long, default_value_t = BackendKind::Auto)]
+    backend: BackendKind,
+    /// Chain configuration TOML (the geometry to measure).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Timed frames (default 10000 for cuda, 200 for cpu).
+    #[arg(long)]
+    frames: Option<usize>,
+    /// Warm-up frames before timing.
+    #[arg(long, default_value_t = 50)]
+    warmup: usize,
+    /// Ring slots, each holding a different generated frame.
+    #[arg(long, default_value_t = 8)]
+    slots: usize,
+    /// Instrumented stage-by-stage runs (cuda).
+    #[arg(long, default_value_t = 1000)]
+    stage_reps: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the full report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -80,6 +113,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Scene(a) => scene(a),
         Command::Detect(a) => detect(a),
+        Command::Bench(a) => bench_cmd(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -165,7 +199,9 @@ struct FrameRecord {
 fn detect(a: DetectArgs) -> Result<(), DspError> {
     let cfg = load_config(a.config.as_deref())?;
     let mut file = FrameFile::open(&a.input, cfg.geometry.frame_bytes())?;
-    let mut backend = select_backend(a.backend, &cfg)?;
+    let selected = select_backend_explained(a.backend, &cfg)?;
+    eprintln!("radar-dsp: {}", selected.reason);
+    let mut backend = selected.backend;
     let out_name = a
         .output
         .as_ref()
@@ -227,6 +263,33 @@ fn detect(a: DetectArgs) -> Result<(), DspError> {
             pick(0.5),
             pick(1.0)
         );
+    }
+    Ok(())
+}
+
+fn bench_cmd(a: BenchArgs) -> Result<(), DspError> {
+    let cfg = load_config(a.config.as_deref())?;
+    let opts = BenchOptions {
+        backend: a.backend,
+        cfg,
+        frames: a.frames,
+        warmup: a.warmup,
+        slots: a.slots,
+        stage_reps: a.stage_reps,
+        seed: a.seed,
+    };
+    let report = bench::run(&opts)?;
+    print!("{}", bench::table(&report));
+    if let Some(p) = &a.json {
+        let io = |e: std::io::Error| DspError::Io {
+            context: p.display().to_string(),
+            source: e,
+        };
+        let text = serde_json::to_string_pretty(&report).map_err(|e| DspError::Io {
+            context: p.display().to_string(),
+            source: e.into(),
+        })?;
+        std::fs::write(p, text + "\n").map_err(io)?;
     }
     Ok(())
 }
