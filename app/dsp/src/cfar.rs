@@ -265,6 +265,9 @@ impl CfarEngine {
     /// `peaks` is cleared and filled in ascending (Doppler, range) order;
     /// reserve `N_l * N_s` in it once and this never allocates. Returns the
     /// number of CFAR hits before peak grouping.
+    ///
+    /// # Panics
+    /// When `power` is not `N_l * N_s` long (a caller bug, not an input error).
     pub fn run(&mut self, power: &[f32], peaks: &mut Vec<CfarPeak>) -> u32 {
         let (nl, ns) = (self.nl, self.ns);
         assert_eq!(power.len(), nl * ns, "power map size");

@@ -4,8 +4,9 @@
 //! 1. for every loop `l`, chirp `m = l * N_tx + i`, RX `j`: int16 I/Q to
 //!    complex float32 without scaling, times the periodic Hann range window;
 //!    range FFT over the `N_s` samples (all bins kept): `R[l][r]`;
-//! 2. transpose to `R[r][l]`; optional clutter removal: subtract the mean over
-//!    `l` (accumulated in float64, subtracted in float32);
+//! 2. corner turn to `R[r][l]` (a block of 8 range bins at a time, so steps
+//!    2 to 4 run in L1); optional clutter removal: subtract the mean over `l`
+//!    (accumulated in float64, subtracted in float32);
 //! 3. periodic Hann Doppler window over `l`, Doppler FFT over `l`:
 //!    `X[p][r][k]` (stored unshifted; Doppler bin `d` is `k = (d + N_l/2) mod N_l`);
 //! 4. `|X|^2` (float32 components squared and summed in float64) added into
@@ -21,7 +22,8 @@
 //! channels' buffers) that travels to it and back through two one-item
 //! mailboxes (mutex + condition variable) each frame, so nothing is
 //! allocated or shared-borrowed per frame; the calling thread processes its
-//! own share of the channels and does the rest of the chain.
+//! own share of the channels and does the rest of the chain. A worker's
+//! frame samples are copied to it (it cannot borrow the caller's frame).
 
 use std::ops::Range;
 use std::sync::Arc;
