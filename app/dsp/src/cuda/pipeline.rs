@@ -105,16 +105,9 @@ struct Buffers {
     tdm: DeviceBuffer,
 }
 
-/// The range and Doppler transforms: one 2D transform per virtual channel
-/// when nothing happens between them, else two batched 1D transforms with
-/// clutter removal in between.
-enum RangeDoppler {
-    TwoD(CudaFft),
-    Separate { range: CudaFft, doppler: CudaFft },
-}
-
 struct Plans {
-    range_doppler: RangeDoppler,
+    range: CudaFft,
+    doppler: CudaFft,
     angle: CudaFft,
 }
 
@@ -191,11 +184,6 @@ pub(crate) fn compile_kernels(cfg: &ChainConfig, cc: (i32, i32)) -> Result<Ptx, 
         }
         other => DspError::Cuda(format!("NVRTC: {other:?}")),
     })
-}
-
-/// Experiments only: RADAR_CUDA_FFT_1D=1 keeps the two 1D plans.
-fn force_1d_fft() -> bool {
-    std::env::var("RADAR_CUDA_FFT_1D").is_ok_and(|v| v == "1")
 }
 
 fn launch_err(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> DspError {
@@ -303,59 +291,35 @@ impl Pipeline {
         let n_l = to_i32(g.n_loops, "Doppler FFT size")?;
         let n_a = to_i32(cfg.chain.angle_fft_size, "angle FFT size")?;
         let range_batch = to_i32(g.n_chirps() * g.n_rx, "range batch")?;
-        let range_doppler = if cfg.chain.clutter_removal || force_1d_fft() {
-            RangeDoppler::Separate {
-                // [chirp][rx] rows of n_samples contiguous samples.
-                range: CudaFft::plan_many(
-                    &[n_s],
-                    None,
-                    1,
-                    n_s,
-                    None,
-                    1,
-                    n_s,
-                    c2c,
-                    range_batch,
-                    stream.clone(),
-                )
-                .map_err(cuda_err("cuFFT plan (range)"))?,
-                // Over l with stride n_virtual * n_samples; one transform per
-                // (virtual channel, range bin), adjacent in memory.
-                doppler: CudaFft::plan_many(
-                    &[n_l],
-                    Some(&[n_l]),
-                    cols,
-                    1,
-                    Some(&[n_l]),
-                    cols,
-                    1,
-                    c2c,
-                    cols,
-                    stream.clone(),
-                )
-                .map_err(cuda_err("cuFFT plan (Doppler)"))?,
-            }
-        } else {
-            // Element (l, p, r) sits at l * cols + p * n_s + r: for channel p
-            // a 2D array [l][r] with row pitch `cols`, channels n_s apart.
-            RangeDoppler::TwoD(
-                CudaFft::plan_many(
-                    &[n_l, n_s],
-                    Some(&[n_l, cols]),
-                    1,
-                    n_s,
-                    Some(&[n_l, cols]),
-                    1,
-                    n_s,
-                    c2c,
-                    to_i32(g.n_virtual(), "virtual channels")?,
-                    stream.clone(),
-                )
-                .map_err(cuda_err("cuFFT plan (range-Doppler 2D)"))?,
-            )
-        };
         let plans = Plans {
-            range_doppler,
+            range: CudaFft::plan_many(
+                &[n_s],
+                None,
+                1,
+                n_s,
+                None,
+                1,
+                n_s,
+                c2c,
+                range_batch,
+                stream.clone(),
+            )
+            .map_err(cuda_err("cuFFT plan (range)"))?,
+            // Over l with stride n_virtual * n_samples; one transform per
+            // (virtual channel, range bin), adjacent in memory.
+            doppler: CudaFft::plan_many(
+                &[n_l],
+                Some(&[n_l]),
+                cols,
+                1,
+                Some(&[n_l]),
+                cols,
+                1,
+                c2c,
+                cols,
+                stream.clone(),
+            )
+            .map_err(cuda_err("cuFFT plan (Doppler)"))?,
             angle: CudaFft::plan_many(
                 &[n_a],
                 None,
@@ -387,18 +351,12 @@ impl Pipeline {
 
     /// Names of the stages that `enqueue` separates with events.
     pub fn stage_names(&self) -> Vec<&'static str> {
-        let mut v = vec!["convert+window"];
-        match self.plans.range_doppler {
-            RangeDoppler::TwoD(_) => v.push("range+Doppler FFT (2D)"),
-            RangeDoppler::Separate { .. } => {
-                v.push("range FFT");
-                if self.kernels.clutter.is_some() {
-                    v.push("clutter removal");
-                }
-                v.push("Doppler FFT");
-            }
+        let mut v = vec!["convert+window", "range FFT"];
+        if self.kernels.clutter.is_some() {
+            v.push("clutter removal");
         }
         v.extend([
+            "Doppler FFT",
             "power",
             "CFAR+peaks",
             "select+sort+snapshot",
@@ -458,35 +416,27 @@ impl Pipeline {
         }
         .map_err(launch_err("launch convert_window"))?;
 
-        match &self.plans.range_doppler {
-            RangeDoppler::TwoD(plan) => {
-                mark()?;
-                self.fft(plan, x)?;
-            }
-            RangeDoppler::Separate { range, doppler } => {
-                mark()?;
-                self.fft(range, x)?;
+        mark()?;
+        self.fft(&self.plans.range, x)?;
 
-                if let Some(clutter) = &self.kernels.clutter {
-                    mark()?;
-                    let cols = g.n_virtual() * g.n_samples;
-                    // SAFETY: see above.
-                    unsafe {
-                        s.launch_builder(clutter)
-                            .arg(&x)
-                            .arg(&w_dl)
-                            .launch(LaunchConfig {
-                                grid_dim: (blocks(cols, 256), 1, 1),
-                                block_dim: (256, 1, 1),
-                                shared_mem_bytes: 0,
-                            })
-                    }
-                    .map_err(launch_err("launch clutter_doppler_window"))?;
-                }
-                mark()?;
-                self.fft(doppler, x)?;
+        if let Some(clutter) = &self.kernels.clutter {
+            mark()?;
+            let cols = g.n_virtual() * g.n_samples;
+            // SAFETY: see above.
+            unsafe {
+                s.launch_builder(clutter)
+                    .arg(&x)
+                    .arg(&w_dl)
+                    .launch(LaunchConfig {
+                        grid_dim: (blocks(cols, 256), 1, 1),
+                        block_dim: (256, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
             }
+            .map_err(launch_err("launch clutter_doppler_window"))?;
         }
+        mark()?;
+        self.fft(&self.plans.doppler, x)?;
 
         mark()?;
         let pairs = g.n_loops * g.n_samples / 2;
