@@ -369,9 +369,9 @@ mod tests {
                 for k in [
                     "convert_window",
                     "power_map",
-                    "cfar_peaks",
-                    "select_sort",
+                    "cfar_select",
                     "refine_output",
+                    "gate_wait",
                 ] {
                     assert!(text.contains(k), "{k} missing from the PTX");
                 }

@@ -83,8 +83,7 @@ struct Kernels {
     convert: CudaFunction,
     clutter: Option<CudaFunction>,
     power: CudaFunction,
-    cfar: CudaFunction,
-    select: CudaFunction,
+    cfar_select: CudaFunction,
     refine: CudaFunction,
     gate: CudaFunction,
     _module: Arc<CudaModule>,
@@ -209,16 +208,20 @@ impl Pipeline {
         }
         let halo_d = CFAR_TILE_D + 2 * (c.guard_doppler + c.train_doppler);
         let halo_r = CFAR_TILE_R + 2 * (c.guard_range + c.train_range);
+        // cfar_select's static shared memory: the CFAR tile with its halo
+        // and row sums, then the selection's sort keys and histogram.
+        let sort_n = max_det.next_power_of_two().max(2);
         let cfar_shared = halo_d * halo_r * 4 + 2 * halo_d * CFAR_TILE_R * 8;
-        if cfar_shared > SHARED_LIMIT {
+        let select_shared = sort_n * 8 + 256 * 4 + 32;
+        if cfar_shared + select_shared > SHARED_LIMIT {
             return Err(DspError::config(
                 "cfar",
                 format!(
-                    "the CFAR window needs {cfar_shared} bytes of shared memory per tile in the cuda backend (limit {SHARED_LIMIT})"
+                    "the CFAR window and max_detections need {} bytes of shared memory per block in the cuda backend (limit {SHARED_LIMIT})",
+                    cfar_shared + select_shared
                 ),
             ));
         }
-
         // SAFETY: all memory the graphs use is allocated below, on one
         // stream; cudarc's cross-stream event tracking would add event
         // records and waits that do not belong in a captured graph.
@@ -240,8 +243,7 @@ impl Pipeline {
                 None
             },
             power: load("power_map")?,
-            cfar: load("cfar_peaks")?,
-            select: load("select_sort")?,
+            cfar_select: load("cfar_select")?,
             refine: load("refine_output")?,
             gate: load("gate_wait")?,
             _module: module.clone(),
@@ -358,8 +360,7 @@ impl Pipeline {
         v.extend([
             "Doppler FFT",
             "power",
-            "CFAR+peaks",
-            "select+sort+snapshot",
+            "CFAR+peaks, select+sort+snapshot",
             "angle FFT",
             "refine+output",
         ]);
@@ -456,12 +457,16 @@ impl Pipeline {
         mark()?;
         // SAFETY: see above.
         unsafe {
-            s.launch_builder(&self.kernels.cfar)
+            s.launch_builder(&self.kernels.cfar_select)
                 .arg(&pmap)
                 .arg(&alpha)
                 .arg(&n_eff)
                 .arg(&state)
                 .arg(&cand)
+                .arg(&sel)
+                .arg(&x)
+                .arg(&tdm)
+                .arg(&angle)
                 .launch(LaunchConfig {
                     grid_dim: (
                         blocks(g.n_samples, CFAR_TILE_R),
@@ -472,25 +477,7 @@ impl Pipeline {
                     shared_mem_bytes: 0,
                 })
         }
-        .map_err(launch_err("launch cfar_peaks"))?;
-
-        mark()?;
-        // SAFETY: see above.
-        unsafe {
-            s.launch_builder(&self.kernels.select)
-                .arg(&cand)
-                .arg(&state)
-                .arg(&sel)
-                .arg(&x)
-                .arg(&tdm)
-                .arg(&angle)
-                .launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (1024, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }
-        .map_err(launch_err("launch select_sort"))?;
+        .map_err(launch_err("launch cfar_select"))?;
 
         mark()?;
         self.fft(&self.plans.angle, angle)?;
