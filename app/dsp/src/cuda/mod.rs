@@ -369,9 +369,9 @@ mod tests {
                 for k in [
                     "convert_window",
                     "power_map",
-                    "cfar_select",
+                    "cfar_peaks",
+                    "select_sort",
                     "refine_output",
-                    "gate_wait",
                 ] {
                     assert!(text.contains(k), "{k} missing from the PTX");
                 }

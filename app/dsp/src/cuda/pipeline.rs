@@ -83,7 +83,8 @@ struct Kernels {
     convert: CudaFunction,
     clutter: Option<CudaFunction>,
     power: CudaFunction,
-    cfar_select: CudaFunction,
+    cfar: CudaFunction,
+    select: CudaFunction,
     refine: CudaFunction,
     gate: CudaFunction,
     _module: Arc<CudaModule>,
@@ -208,20 +209,16 @@ impl Pipeline {
         }
         let halo_d = CFAR_TILE_D + 2 * (c.guard_doppler + c.train_doppler);
         let halo_r = CFAR_TILE_R + 2 * (c.guard_range + c.train_range);
-        // cfar_select's static shared memory: the CFAR tile with its halo
-        // and row sums, then the selection's sort keys and histogram.
-        let sort_n = max_det.next_power_of_two().max(2);
         let cfar_shared = halo_d * halo_r * 4 + 2 * halo_d * CFAR_TILE_R * 8;
-        let select_shared = sort_n * 8 + 256 * 4 + 32;
-        if cfar_shared + select_shared > SHARED_LIMIT {
+        if cfar_shared > SHARED_LIMIT {
             return Err(DspError::config(
                 "cfar",
                 format!(
-                    "the CFAR window and max_detections need {} bytes of shared memory per block in the cuda backend (limit {SHARED_LIMIT})",
-                    cfar_shared + select_shared
+                    "the CFAR window needs {cfar_shared} bytes of shared memory per tile in the cuda backend (limit {SHARED_LIMIT})"
                 ),
             ));
         }
+
         // SAFETY: all memory the graphs use is allocated below, on one
         // stream; cudarc's cross-stream event tracking would add event
         // records and waits that do not belong in a captured graph.
@@ -243,7 +240,8 @@ impl Pipeline {
                 None
             },
             power: load("power_map")?,
-            cfar_select: load("cfar_select")?,
+            cfar: load("cfar_peaks")?,
+            select: load("select_sort")?,
             refine: load("refine_output")?,
             gate: load("gate_wait")?,
             _module: module.clone(),
@@ -360,7 +358,8 @@ impl Pipeline {
         v.extend([
             "Doppler FFT",
             "power",
-            "CFAR+peaks, select+sort+snapshot",
+            "CFAR+peaks",
+            "select+sort+snapshot",
             "angle FFT",
             "refine+output",
         ]);
@@ -457,16 +456,12 @@ impl Pipeline {
         mark()?;
         // SAFETY: see above.
         unsafe {
-            s.launch_builder(&self.kernels.cfar_select)
+            s.launch_builder(&self.kernels.cfar)
                 .arg(&pmap)
                 .arg(&alpha)
                 .arg(&n_eff)
                 .arg(&state)
                 .arg(&cand)
-                .arg(&sel)
-                .arg(&x)
-                .arg(&tdm)
-                .arg(&angle)
                 .launch(LaunchConfig {
                     grid_dim: (
                         blocks(g.n_samples, CFAR_TILE_R),
@@ -477,7 +472,25 @@ impl Pipeline {
                     shared_mem_bytes: 0,
                 })
         }
-        .map_err(launch_err("launch cfar_select"))?;
+        .map_err(launch_err("launch cfar_peaks"))?;
+
+        mark()?;
+        // SAFETY: see above.
+        unsafe {
+            s.launch_builder(&self.kernels.select)
+                .arg(&cand)
+                .arg(&state)
+                .arg(&sel)
+                .arg(&x)
+                .arg(&tdm)
+                .arg(&angle)
+                .launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (1024, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map_err(launch_err("launch select_sort"))?;
 
         mark()?;
         self.fft(&self.plans.angle, angle)?;
