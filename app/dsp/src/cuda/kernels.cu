@@ -177,7 +177,8 @@ __device__ __forceinline__ void cfar_tile(const float *__restrict__ pmap,
                           const u32 *__restrict__ n_eff_by_range, u32 *state, Candidate *cand,
                           int d0, int r0)
 {
-    __shared__ float sp[HALO_D][HALO_R];
+    // P as double: each value is converted once here, not in every sum.
+    __shared__ double sp[HALO_D][HALO_R];
     __shared__ double row_full[HALO_D][CFAR_TILE_R];
     __shared__ double row_side[HALO_D][CFAR_TILE_R];
     const int tid = threadIdx.x;
@@ -191,7 +192,7 @@ __device__ __forceinline__ void cfar_tile(const float *__restrict__ pmap,
             const int hr = i % HALO_R;
             const int d = ((d0 - WIN_D + hd) % N_LOOPS + N_LOOPS) % N_LOOPS;
             const int r = r0 - WIN_R + hr;
-            sp[hd][hr] = (r >= 0 && r < N_SAMPLES) ? pmap[d * N_SAMPLES + r] : 0.0f;
+            sp[hd][hr] = (r >= 0 && r < N_SAMPLES) ? (double)pmap[d * N_SAMPLES + r] : 0.0;
         }
     }
     __syncthreads();
@@ -207,11 +208,11 @@ __device__ __forceinline__ void cfar_tile(const float *__restrict__ pmap,
         double side = 0.0, mid = 0.0;
 #pragma unroll
         for (int k = GUARD_R + 1; k <= WIN_R; ++k) {
-            side += (double)sp[hd][c + WIN_R - k] + (double)sp[hd][c + WIN_R + k];
+            side += sp[hd][c + WIN_R - k] + sp[hd][c + WIN_R + k];
         }
 #pragma unroll
         for (int k = -GUARD_R; k <= GUARD_R; ++k) {
-            mid += (double)sp[hd][c + WIN_R + k];
+            mid += sp[hd][c + WIN_R + k];
         }
         row_side[hd][c] = side;
         row_full[hd][c] = side + mid;
@@ -224,7 +225,7 @@ __device__ __forceinline__ void cfar_tile(const float *__restrict__ pmap,
     const int r = r0 + c;
     bool keep = d < N_LOOPS && r < N_SAMPLES;
     double mu = 0.0;
-    float p = 0.0f;
+    double p = 0.0;
     if (keep) {
         double sum = 0.0;
 #pragma unroll
@@ -237,7 +238,7 @@ __device__ __forceinline__ void cfar_tile(const float *__restrict__ pmap,
         }
         mu = sum / (double)n_eff_by_range[r];
         p = sp[td + WIN_D][c + WIN_R];
-        keep = (double)p > alpha_by_range[r] * mu;
+        keep = p > alpha_by_range[r] * mu;
     }
     if (keep) {
 #pragma unroll
@@ -255,7 +256,7 @@ __device__ __forceinline__ void cfar_tile(const float *__restrict__ pmap,
         if (slot < N_CELLS) {
             Candidate k;
             k.cell = (u32)(d * N_SAMPLES + r);
-            k.power = p;
+            k.power = (float)p; // exact: p came from a float
             k.mu = mu;
             cand[slot] = k;
         }
@@ -545,9 +546,12 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ sel,
             kb = ok;
         }
     }
-    if (lane != 0) {
+    // Lanes 0-2 each evaluate one of the three double-precision functions.
+    if (lane > 2) {
         return;
     }
+    best = __shfl_sync(0x7u, best, 0);
+    kb = __shfl_sync(0x7u, kb, 0);
     const Candidate k = sel[s];
     const u32 d = k.cell / N_SAMPLES;
     const u32 r = k.cell % N_SAMPLES;
@@ -571,17 +575,30 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ sel,
     const float db = (float)d + dd;
     const float ab = (float)kb + da;
     const double n_a = (double)ANGLE_N;
-    const double sine = fmin(1.0, fmax(-1.0, 2.0 * ((double)ab - n_a / 2.0) / n_a));
     const double p = (double)p0;
+    double f;
+    if (lane == 0) {
+        const double sine = fmin(1.0, fmax(-1.0, 2.0 * ((double)ab - n_a / 2.0) / n_a));
+        f = asin(sine) * (180.0 / 3.14159265358979323846);
+    } else if (lane == 1) {
+        f = 10.0 * log10(p / k.mu);
+    } else {
+        f = 10.0 * log10(p);
+    }
+    const double snr_db = __shfl_sync(0x7u, f, 1);
+    const double power_db = __shfl_sync(0x7u, f, 2);
+    if (lane != 0) {
+        return;
+    }
 
     GpuDetection o;
     o.range_bin = r;
     o.doppler_bin = d;
     o.range_m = (float)((double)rb * range_bin_m);
     o.velocity_mps = (float)(((double)db - (double)(N_LOOPS / 2)) * velocity_bin_mps);
-    o.azimuth_deg = (float)(asin(sine) * (180.0 / 3.14159265358979323846));
-    o.snr_db = (float)(10.0 * log10(p / k.mu));
-    o.power_db = (float)(10.0 * log10(p));
+    o.azimuth_deg = (float)f;
+    o.snr_db = (float)snr_db;
+    o.power_db = (float)power_db;
     o.range_bin_refined = rb;
     o.doppler_bin_refined = db;
     o.angle_bin_refined = ab;

@@ -209,7 +209,7 @@ impl Pipeline {
         }
         let halo_d = CFAR_TILE_D + 2 * (c.guard_doppler + c.train_doppler);
         let halo_r = CFAR_TILE_R + 2 * (c.guard_range + c.train_range);
-        let cfar_shared = halo_d * halo_r * 4 + 2 * halo_d * CFAR_TILE_R * 8;
+        let cfar_shared = halo_d * halo_r * 8 + 2 * halo_d * CFAR_TILE_R * 8;
         if cfar_shared > SHARED_LIMIT {
             return Err(DspError::config(
                 "cfar",
