@@ -172,7 +172,8 @@ power_map(const float4 *__restrict__ x, float2 *__restrict__ pmap)
 #define CFAR_TILES_R ((N_SAMPLES + CFAR_TILE_R - 1) / CFAR_TILE_R)
 #define CFAR_TILES_D ((N_LOOPS + CFAR_TILE_D - 1) / CFAR_TILE_D)
 
-__device__ void cfar_tile(const float *pmap, const double *__restrict__ alpha_by_range,
+__device__ __forceinline__ void cfar_tile(const float *__restrict__ pmap,
+                                          const double *__restrict__ alpha_by_range,
                           const u32 *__restrict__ n_eff_by_range, u32 *state, Candidate *cand,
                           int d0, int r0)
 {
@@ -181,16 +182,26 @@ __device__ void cfar_tile(const float *pmap, const double *__restrict__ alpha_by
     __shared__ double row_side[HALO_D][CFAR_TILE_R];
     const int tid = threadIdx.x;
 
-    for (int i = tid; i < HALO_D * HALO_R; i += blockDim.x) {
-        const int hd = i / HALO_R;
-        const int hr = i % HALO_R;
-        const int d = ((d0 - WIN_D + hd) % N_LOOPS + N_LOOPS) % N_LOOPS;
-        const int r = r0 - WIN_R + hr;
-        sp[hd][hr] = (r >= 0 && r < N_SAMPLES) ? __ldcg(&pmap[d * N_SAMPLES + r]) : 0.0f;
+    // Fixed trip counts, unrolled: every thread's loads are in flight at once.
+#pragma unroll
+    for (int j = 0; j < (HALO_D * HALO_R + CFAR_THREADS - 1) / CFAR_THREADS; ++j) {
+        const int i = tid + j * CFAR_THREADS;
+        if (i < HALO_D * HALO_R) {
+            const int hd = i / HALO_R;
+            const int hr = i % HALO_R;
+            const int d = ((d0 - WIN_D + hd) % N_LOOPS + N_LOOPS) % N_LOOPS;
+            const int r = r0 - WIN_R + hr;
+            sp[hd][hr] = (r >= 0 && r < N_SAMPLES) ? pmap[d * N_SAMPLES + r] : 0.0f;
+        }
     }
     __syncthreads();
 
-    for (int i = tid; i < HALO_D * CFAR_TILE_R; i += blockDim.x) {
+#pragma unroll
+    for (int j = 0; j < (HALO_D * CFAR_TILE_R + CFAR_THREADS - 1) / CFAR_THREADS; ++j) {
+        const int i = tid + j * CFAR_THREADS;
+        if (i >= HALO_D * CFAR_TILE_R) {
+            break;
+        }
         const int hd = i / CFAR_TILE_R;
         const int c = i % CFAR_TILE_R;
         double side = 0.0, mid = 0.0;
@@ -427,9 +438,9 @@ __device__ void select_block(const Candidate *cand, u32 *state, Candidate *__res
         const u32 p = e % ANGLE_N;
         float2 z = make_float2(0.0f, 0.0f);
         if (p < N_VIRT) {
-            const u32 cell = load_candidate(&cand[s_idx[s]]).cell;
-            const u32 d = cell / N_SAMPLES;
-            const u32 r = cell % N_SAMPLES;
+            // The sort key holds the cell: key = r * N_LOOPS + d.
+            const u32 d = s_key[s] % N_LOOPS;
+            const u32 r = s_key[s] / N_LOOPS;
             const float2 v = x[((size_t)d * N_VIRT + p) * N_SAMPLES + r];
             const float2 w = tdm[d * N_TX + p / N_RX];
             // Rounded like the CPU's complex multiply (no FMA contraction).
@@ -490,8 +501,9 @@ __device__ __forceinline__ float norm_sqr(float2 z)
 }
 
 // Steps 8 (peak of the angle spectrum: the first maximum, neighbours
-// cyclic), 9 and 10, with the unit conversions of refine.rs: one thread per
-// kept detection; results go straight to mapped host memory.
+// cyclic), 9 and 10, with the unit conversions of refine.rs: one warp per
+// kept detection (the lanes scan the angle spectrum together), results
+// straight to mapped host memory.
 extern "C" __global__ void __launch_bounds__(128)
 refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ sel,
               const float2 *__restrict__ angle, const float *__restrict__ pmap,
@@ -499,8 +511,9 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ sel,
               double range_bin_m, double velocity_bin_mps)
 {
     const u32 n_out = state[1];
-    const u32 s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s == 0) {
+    const u32 lane = threadIdx.x & 31u;
+    const u32 s = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
         OutHeader h;
         h.count = n_out;
         h.cut = state[2];
@@ -509,33 +522,50 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ sel,
         *out_header = h;
     }
     if (s >= n_out) {
-        return;
+        return; // the whole warp: s is the same for its lanes
     }
-    const Candidate k = sel[s];
-    const u32 d = k.cell / N_SAMPLES;
-    const u32 r = k.cell % N_SAMPLES;
-
     const float2 *a = angle + (size_t)s * ANGLE_N;
-    float best = norm_sqr(a[0]);
+    float best = -1.0f;
     u32 kb = 0;
-    for (u32 q = 1; q < ANGLE_N; ++q) {
+#pragma unroll
+    for (u32 q = lane; q < ANGLE_N; q += 32) {
         const float pw = norm_sqr(a[q]);
         if (pw > best) {
             best = pw;
             kb = q;
         }
     }
-    const float da = parabolic(norm_sqr(a[(kb + ANGLE_N - 1) % ANGLE_N]), best,
-                               norm_sqr(a[(kb + 1) % ANGLE_N]));
-
-    const float p0 = k.power;
-    float dr = 0.0f;
-    if (r > 0 && r + 1 < N_SAMPLES) {
-        dr = parabolic(pmap[d * N_SAMPLES + r - 1], p0, pmap[d * N_SAMPLES + r + 1]);
+    // First maximum over the warp: larger power, or equal power at a lower bin.
+#pragma unroll
+    for (u32 off = 16; off > 0; off >>= 1) {
+        const float ob = __shfl_down_sync(0xffffffffu, best, off);
+        const u32 ok = __shfl_down_sync(0xffffffffu, kb, off);
+        if (ob > best || (ob == best && ok < kb)) {
+            best = ob;
+            kb = ok;
+        }
     }
+    if (lane != 0) {
+        return;
+    }
+    const Candidate k = sel[s];
+    const u32 d = k.cell / N_SAMPLES;
+    const u32 r = k.cell % N_SAMPLES;
     const u32 dm = (d + N_LOOPS - 1) % N_LOOPS;
     const u32 dp = (d + 1) % N_LOOPS;
-    const float dd = parabolic(pmap[dm * N_SAMPLES + r], p0, pmap[dp * N_SAMPLES + r]);
+    // Independent loads, issued together.
+    const float2 am = a[(kb + ANGLE_N - 1) % ANGLE_N];
+    const float2 ap = a[(kb + 1) % ANGLE_N];
+    const float p0 = k.power;
+    const float prm = r > 0 ? pmap[d * N_SAMPLES + r - 1] : 0.0f;
+    const float prp = r + 1 < N_SAMPLES ? pmap[d * N_SAMPLES + r + 1] : 0.0f;
+    const float pdm = pmap[dm * N_SAMPLES + r];
+    const float pdp = pmap[dp * N_SAMPLES + r];
+
+    const float da = parabolic(norm_sqr(am), best, norm_sqr(ap));
+    // Range is not cyclic: no refinement at the first and last bin.
+    const float dr = (r > 0 && r + 1 < N_SAMPLES) ? parabolic(prm, p0, prp) : 0.0f;
+    const float dd = parabolic(pdm, p0, pdp);
 
     const float rb = (float)r + dr;
     const float db = (float)d + dd;

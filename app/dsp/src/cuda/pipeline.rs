@@ -292,7 +292,6 @@ impl Pipeline {
         let n_a = to_i32(cfg.chain.angle_fft_size, "angle FFT size")?;
         let range_batch = to_i32(g.n_chirps() * g.n_rx, "range batch")?;
         let plans = Plans {
-            // [chirp][rx] rows of n_samples contiguous samples.
             range: CudaFft::plan_many(
                 &[n_s],
                 None,
@@ -436,7 +435,6 @@ impl Pipeline {
             }
             .map_err(launch_err("launch clutter_doppler_window"))?;
         }
-
         mark()?;
         self.fft(&self.plans.doppler, x)?;
 
@@ -512,7 +510,8 @@ impl Pipeline {
                 .arg(&rbm)
                 .arg(&vbm)
                 .launch(LaunchConfig {
-                    grid_dim: (blocks(self.max_det.max(1), 128), 1, 1),
+                    // One warp per detection.
+                    grid_dim: (blocks(self.max_det.max(1) * 32, 128), 1, 1),
                     block_dim: (128, 1, 1),
                     shared_mem_bytes: 0,
                 })
