@@ -119,17 +119,25 @@ fn drop_at_source_when_the_application_holds_every_slot() {
     }
     let last_seq = held.iter().map(|f| f.sequence()).max().unwrap();
     drop(held);
-    // Releasing resumes delivery; the gap is explained by the drop count.
+    // Releasing resumes delivery; the gap is explained by the drop count, which
+    // covers every drop counted before the release (and no more than counted after).
     let f = s.next_frame(None).unwrap();
-    assert!(f.dropped_before() as u64 >= c1.drops_no_slot - c0.drops_no_slot);
+    let c2 = s.counters().unwrap();
+    // Five frames delivered since start: every other sequence number was a drop.
+    let reported = f.sequence() + 1 - 5;
+    assert!(
+        reported >= c1.drops_no_slot,
+        "{reported} < {}",
+        c1.drops_no_slot
+    );
+    assert!(
+        reported <= c2.drops_no_slot,
+        "{reported} > {}",
+        c2.drops_no_slot
+    );
+    assert!(f.dropped_before() > 0);
     assert_eq!(f.sequence(), last_seq + 1 + u64::from(f.dropped_before()));
     verify_test_pattern(f.data(), f.sequence(), CHUNK).unwrap();
-    let c2 = s.counters().unwrap();
-    assert_eq!(
-        u64::from(f.dropped_before()),
-        c2.drops_no_slot,
-        "event drop count agrees with the counter"
-    );
 }
 
 #[test]
@@ -281,19 +289,41 @@ fn stall_times_out_then_streaming_resumes() {
     );
     s.start(&fast().with_event_timeout(Duration::from_millis(100)))
         .unwrap();
-    for i in 0..5 {
-        assert_eq!(s.next_frame(None).unwrap().sequence(), i);
-    }
-    let t0 = Instant::now();
-    match s.next_frame(None) {
-        Err(Error::Timeout { timeout_ms, .. }) => assert_eq!(timeout_ms, 100),
-        other => panic!("expected a timeout, got {other:?}"),
-    }
-    let waited = t0.elapsed();
+    // Frames 0..=4 (a loaded machine may drop some), then the stall: a timeout.
+    let mut t = SequenceTracker::new();
+    let mut last = None;
+    let (err, waited) = loop {
+        let t0 = Instant::now();
+        match s.next_frame(None) {
+            Ok(f) => {
+                t.observe(f.sequence(), f.dropped_before()).unwrap();
+                last = Some(f.sequence());
+            }
+            Err(e) => break (e, t0.elapsed()),
+        }
+    };
+    assert!(
+        matches!(
+            err,
+            Error::Timeout {
+                timeout_ms: 100,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert!(waited >= Duration::from_millis(100), "{waited:?}");
+    assert!(
+        last.is_some_and(|l| l <= 4),
+        "frames before the stall: last {last:?}"
+    );
     // After the stall, frames flow again from sequence 5.
     let f = s.next_frame(Some(Duration::from_secs(2))).unwrap();
-    assert_eq!(f.sequence(), 5);
+    assert!(
+        f.sequence() >= 5,
+        "the stalled frame or a later one comes next"
+    );
+    t.observe(f.sequence(), f.dropped_before()).unwrap();
 }
 
 #[test]
@@ -314,7 +344,10 @@ fn timeouts_and_not_streaming() {
     );
     drop(r);
     assert!(t0.elapsed() >= Duration::from_millis(20));
-    assert!(t0.elapsed() < Duration::from_millis(150));
+    assert!(
+        t0.elapsed() < Duration::from_millis(1000),
+        "the timeout is honoured"
+    );
     assert_eq!(
         s.next_frame(Some(Duration::from_secs(2)))
             .unwrap()

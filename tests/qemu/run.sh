@@ -201,12 +201,13 @@ qemu_status=0
 wait "$qemu_pid" || qemu_status=$?
 trap - EXIT
 duration=$((SECONDS - t_start))
-log "QEMU exited with status $qemu_status after $((SECONDS - t_boot)) s"
+qemu_s=$((SECONDS - t_boot))
+log "QEMU exited with status $qemu_status after $qemu_s s"
 
 set +e
 python3 "$here/harness.py" report --kernel "$kernel" --suite "$suite" \
 	--suites "${suites[*]}" --console "$console_log" --results "$results_log" \
-	--outdir "$outdir" --duration-s "$duration" ${boot_s:+--boot-s "$boot_s"} \
+	--outdir "$outdir" --duration-s "$duration" --qemu-s "$qemu_s" ${boot_s:+--boot-s "$boot_s"} \
 	--qemu-status "$qemu_status" >"$outdir/$name.summary"
 status=$?
 set -e

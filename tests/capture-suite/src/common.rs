@@ -175,3 +175,41 @@ pub fn now_s() -> f64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
+
+/// What the nv-p2p shim still holds: live page tables, DMA mappings, and
+/// registrations (from its debugfs `stats` and `registrations`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShimLive {
+    pub page_tables: u64,
+    pub mappings: u64,
+    pub registrations: u64,
+}
+
+impl ShimLive {
+    pub fn is_clean(&self) -> bool {
+        self.page_tables == 0 && self.mappings == 0 && self.registrations == 0
+    }
+}
+
+pub fn shim_live(dir: &Path) -> Check<ShimLive> {
+    let stats_path = dir.join("stats");
+    let stats = std::fs::read_to_string(&stats_path)
+        .map_err(|e| format!("{}: {e}", stats_path.display()))?;
+    let field = |name: &str| -> Check<u64> {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .ok_or_else(|| format!("{}: no {name} line", stats_path.display()))?
+            .trim()
+            .parse()
+            .map_err(|e| format!("{}: {name}: {e}", stats_path.display()))
+    };
+    let regs_path = dir.join("registrations");
+    let regs =
+        std::fs::read_to_string(&regs_path).map_err(|e| format!("{}: {e}", regs_path.display()))?;
+    Ok(ShimLive {
+        page_tables: field("page_tables")?,
+        mappings: field("mappings")?,
+        registrations: regs.lines().filter(|l| !l.trim().is_empty()).count() as u64,
+    })
+}

@@ -54,7 +54,10 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
     let mut rng = Rng::new(o.seed);
     eprintln!("crash: seed {}", o.seed);
     out.note("seed", o.seed);
-    let have_live = env.live_count.exists();
+    ensure!(
+        common::shim_live(&env.shim_debugfs)?.is_clean(),
+        "the shim holds registrations before the first cycle"
+    );
     for cycle in 0..o.cycles {
         let delay = Duration::from_micros(rng.below(o.max_delay_ms * 1000 + 1));
         // SAFETY: this program is single-threaded here; the child only runs
@@ -76,13 +79,11 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
             "cycle {cycle}: child ended on its own (status {status:#x}) before the kill"
         );
         out.kill_cycles += 1;
-        if have_live {
-            let live = crate::revocation::live_registrations(&env.live_count)?;
-            ensure!(
-                live == 0,
-                "cycle {cycle}: {live} registrations left after SIGKILL"
-            );
-        }
+        let live = common::shim_live(&env.shim_debugfs)?;
+        ensure!(
+            live.is_clean(),
+            "cycle {cycle}: left after SIGKILL: {live:?}"
+        );
         // The device works for the next process.
         let mut src = common::open_source(&env.device, 4, SLOT, CHUNK)
             .map_err(|e| format!("cycle {cycle}: after kill: {e}"))?;
@@ -96,21 +97,11 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
         }
         out.frames_dropped += t.dropped;
         drop(src);
-        if have_live {
-            let live = crate::revocation::live_registrations(&env.live_count)?;
-            ensure!(
-                live == 0,
-                "cycle {cycle}: {live} registrations left after close"
-            );
-        }
+        let live = common::shim_live(&env.shim_debugfs)?;
+        ensure!(live.is_clean(), "cycle {cycle}: left after close: {live:?}");
         if cycle % 20 == 0 {
             eprintln!("crash: {} kill cycles ok", cycle + 1);
         }
     }
-    ensure!(
-        have_live,
-        "the live registration count ({}) is missing: cannot prove nothing stays registered",
-        env.live_count.display()
-    );
     Ok(())
 }

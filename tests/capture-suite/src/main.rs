@@ -37,23 +37,9 @@ pub struct Env {
     /// Device node.
     #[arg(long, global = true, default_value = "/dev/fpga-p2p0")]
     pub device: PathBuf,
-    /// The shim's count of live registrations (debugfs).
-    #[arg(
-        long,
-        global = true,
-        default_value = "/sys/kernel/debug/nvp2p_shim/live"
-    )]
-    pub live_count: PathBuf,
-    /// The shim's revoke knob (debugfs): writing to it revokes registrations.
-    #[arg(
-        long,
-        global = true,
-        default_value = "/sys/kernel/debug/nvp2p_shim/revoke"
-    )]
-    pub revoke_knob: PathBuf,
-    /// What to write into the revoke knob.
-    #[arg(long, global = true, default_value = "all")]
-    pub revoke_value: String,
+    /// The nv-p2p shim's debugfs directory (stats, registrations, revoke).
+    #[arg(long, global = true, default_value = "/sys/kernel/debug/nvp2p_shim")]
+    pub shim_debugfs: PathBuf,
 }
 
 #[derive(Subcommand, Debug)]

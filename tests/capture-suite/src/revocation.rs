@@ -4,14 +4,13 @@
 //! (counters freeze, fresh memory at the same address stays untouched),
 //! unregister and close work; at the end nothing is registered.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use tegra_p2p::kmod::Device;
 use tegra_p2p::uapi::*;
 
-use crate::common::{Check, Ctx, Outcome, read_number};
+use crate::common::{self, Check, Ctx, Outcome};
 use crate::{Env, ensure};
 
 #[derive(clap::Args, Debug)]
@@ -108,10 +107,6 @@ fn wait_event(
     Ok(w.event)
 }
 
-pub fn live_registrations(path: &Path) -> Check<u64> {
-    read_number(path).map_err(|e| format!("live registration count: {e}"))
-}
-
 fn one_cycle(env: &Env, o: &Opts, cycle: u32, knob: bool) -> Check {
     let dev = Device::open(&env.device).ctx("open")?;
     dev.check_version().ctx("info")?;
@@ -148,8 +143,11 @@ fn one_cycle(env: &Env, o: &Opts, cycle: u32, knob: bool) -> Check {
     }
     let c0 = dev.counters().ctx("counters")?;
     if knob {
-        std::fs::write(&env.revoke_knob, &env.revoke_value)
-            .map_err(|e| format!("write {}: {e}", env.revoke_knob.display()))?;
+        // The shim's knob: run the free callback of our registration now.
+        let knob = env.shim_debugfs.join("revoke");
+        let what = format!("{} {:x}", std::process::id(), ring.addr as u64);
+        std::fs::write(&knob, &what)
+            .map_err(|e| format!("write {what:?} to {}: {e}", knob.display()))?;
     } else {
         ring.unmap();
     }
@@ -213,14 +211,25 @@ fn one_cycle(env: &Env, o: &Opts, cycle: u32, knob: bool) -> Check {
             "cycle {cycle}: memory at the revoked ring's address written at offset {off}"
         ));
     }
-    // Unregister works (the ring may already be gone: ENOENT/EINVAL are fine).
-    match dev.unregister(h) {
-        Ok(()) => {}
-        Err(e) if matches!(e.errno(), Some(Errno::ENOENT | Errno::EINVAL)) => {}
-        Err(e) => return Err(format!("cycle {cycle}: unregister after revocation: {e}")),
+    // The ring stays until unregistered; further use says EIO.
+    match dev.start(&fpga_p2p_start {
+        handle: h,
+        source: FPGA_P2P_SRC_TEST_PATTERN,
+        ..Default::default()
+    }) {
+        Err(e) if e.errno() == Some(Errno::EIO) => {}
+        other => {
+            return Err(format!(
+                "cycle {cycle}: START on a revoked ring: {other:?}, expected EIO"
+            ));
+        }
     }
+    dev.unregister(h)
+        .map_err(|e| format!("cycle {cycle}: unregister after revocation: {e}"))?;
     drop(dev);
     drop(fresh);
+    let live = common::shim_live(&env.shim_debugfs)?;
+    ensure!(live.is_clean(), "cycle {cycle}: left after close: {live:?}");
     Ok(())
 }
 
@@ -239,8 +248,8 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
             eprintln!("revocation: {} cycles ok", cycle + 1);
         }
     }
-    let live = live_registrations(&env.live_count)?;
-    ensure!(live == 0, "{live} registrations still live at the end");
+    let live = common::shim_live(&env.shim_debugfs)?;
+    ensure!(live.is_clean(), "still live at the end: {live:?}");
     // The device still streams.
     crate::smoke(env, 4, out)?;
     Ok(())
