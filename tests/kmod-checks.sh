@@ -42,7 +42,7 @@ warnings_in() {
 	local no_vmlinux=$2
 	grep -E '(warning|error):|WARNING:|ERROR:' "$1" |
 		if [ "$no_vmlinux" = 1 ]; then
-			grep -v -E 'WARNING: Module.symvers is missing|WARNING: modpost: "[A-Za-z0-9_]+" \[.*\] undefined!'
+			grep -v -E 'WARNING: Module.symvers is missing|WARNING: modpost: "[A-Za-z0-9_]+" \[.*\] undefined!|WARNING: modpost: suppressed [0-9]+ unresolved symbol warnings'
 		else
 			cat
 		fi || true
@@ -57,6 +57,8 @@ build() {
 	shift 2
 	rm -rf "$dir"
 	cp -a "$kmod_src" "$dir"
+	# Objects of an in-place build in the checkout must not be reused.
+	make -C "$dir" KDIR="$kdir" "$@" clean >/dev/null 2>&1 || true
 	if ! make -C "$dir" KDIR="$kdir" "$@" >"$logf" 2>&1; then
 		tail -n 20 "$logf"
 		echo "  build failed (log: $logf)"
@@ -89,17 +91,24 @@ check_sparse() {
 check_checkpatch() {
 	local src files f out bad=0
 	src=$(ensure_kernel_src)
-	mapfile -t files < <(cd "$kmod_src" && find . -name '*.[ch]' | sort)
+	# Paths relative to kmod/ without "./": checkpatch recognises uapi headers
+	# by their path (include/uapi/, where BIT() does not exist). Generated
+	# *.mod.c files of an in-place build are not ours.
+	mapfile -t files < <(cd "$kmod_src" && find . -name '*.[ch]' ! -name '*.mod.c' |
+		sed 's|^\./||' | sort)
 	[ ${#files[@]} -gt 0 ] || { echo "  no .c/.h files under $kmod_src"; return 1; }
 	: >"$logdir/checkpatch.log"
 	for f in "${files[@]}"; do
+		# Userspace test programs (kmod/tests/) use the C library's types.
+		local ignore=()
+		case $f in tests/*) ignore=(--ignore PREFER_KERNEL_TYPES) ;; esac
 		# Non-zero exit on any ERROR, WARNING or CHECK.
 		if out=$(cd "$kmod_src" && perl "$src/scripts/checkpatch.pl" --strict --no-tree \
-			--terse --show-types --no-summary -f "$f" 2>&1); then
+			--terse --show-types --no-summary "${ignore[@]}" -f "$f" 2>&1); then
 			printf '== %s: clean\n' "$f" >>"$logdir/checkpatch.log"
 		else
 			printf '== %s\n%s\n' "$f" "$out" >>"$logdir/checkpatch.log"
-			sed 's/^/  /' <<<"$out" | head -n 20
+			printf '%s\n' "$out" | sed 's/^/  /' | head -n 20
 			bad=1
 		fi
 	done

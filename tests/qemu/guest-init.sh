@@ -67,13 +67,44 @@ load_modules() {
 	wait_for "[ -c $DEV ]" 10 || { echo "$DEV did not appear"; return 1; }
 }
 
+# Processes that have a device of ours open, as "pid(comm)".
+device_users() {
+	for fd in /proc/[0-9]*/fd/*; do
+		case $(readlink "$fd" 2>/dev/null) in
+		/dev/fpga-p2p*)
+			pid=${fd#/proc/}
+			pid=${pid%%/*}
+			echo "$pid($(cat "/proc/$pid/comm" 2>/dev/null))"
+			;;
+		esac
+	done | sort -u | tr '\n' ' '
+}
+
+# unload_one MODULE: rmmod, retried for up to 5 s (a release that finishes
+# asynchronously right after the last close is not a leak); says why not.
+unload_one() {
+	is_loaded "$1" || return 0
+	n=0
+	until rmmod "$1" 2>/tmp/rmmod.err; do
+		n=$((n + 1))
+		if [ "$n" -ge 50 ]; then
+			cat /tmp/rmmod.err
+			# shellcheck disable=SC2012 # module names are plain words
+			holders=$(ls "/sys/module/$1/holders" 2>/dev/null | tr '\n' ' ')
+			users=$(device_users)
+			echo "$1: refcnt $(cat "/sys/module/$1/refcnt" 2>/dev/null)," \
+				"holders: ${holders:-none}, device open by: ${users:-nobody}"
+			return 1
+		fi
+		usleep 100000
+	done
+	[ "$n" -gt 0 ] && echo "rmmod $1 succeeded after $n retries (0.1 s each)"
+	return 0
+}
+
 unload_modules() {
-	ok=0
-	if is_loaded fpga_p2p; then rmmod fpga_p2p || ok=1; fi
-	if is_loaded nvp2p_shim; then rmmod nvp2p_shim || ok=1; fi
-	is_loaded fpga_p2p && ok=1
-	is_loaded nvp2p_shim && ok=1
-	return $ok
+	unload_one fpga_p2p || return 1
+	unload_one nvp2p_shim
 }
 
 # wait_for CONDITION SECONDS: poll a shell condition every 0.1 s.
@@ -190,13 +221,17 @@ run_suite() {
 		done </tmp/suite.out
 		while IFS= read -r line; do emit "@@log $name $line"; done </tmp/suite.err
 		# Every suite ends unloaded (lifecycle normally unloaded already).
-		if ! unload_modules >/tmp/unload.err 2>&1; then
+		if unload_modules >/tmp/unload.err 2>&1; then
+			while IFS= read -r line; do emit "@@log $name unload: $line"; done </tmp/unload.err
+		else
 			unload=fail
 			# Leave a clean guest for the next suite: end whatever still holds
 			# the modules (kill -1 spares PID 1), then retry.
 			kill -KILL -1 2>/dev/null
 			sleep 1
-			unload_modules >/dev/null 2>&1
+			if unload_modules >>/tmp/unload.err 2>&1; then
+				echo "unloaded after killing every other process" >>/tmp/unload.err
+			fi
 		fi
 	else
 		while IFS= read -r line; do emit "@@log $name load: $line"; done </tmp/load.err

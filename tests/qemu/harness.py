@@ -245,6 +245,7 @@ def report(args):
         "kernel": args.kernel,
         "kernel_release": (plan or {}).get("kernel", ""),
         "boot_s": args.boot_s,
+        "qemu_s": args.qemu_s,
     }
     for rec in records:
         rec.update(common)
@@ -314,6 +315,7 @@ def main():
     r.add_argument("--results", required=True)
     r.add_argument("--outdir", required=True)
     r.add_argument("--duration-s", type=float, default=0.0)
+    r.add_argument("--qemu-s", type=float, default=None)
     r.add_argument("--boot-s", type=float, default=None)
     r.add_argument("--qemu-status", type=int, default=None)
     args = ap.parse_args()

@@ -95,6 +95,8 @@ kmod_src=${RADAR_KMOD_DIR:-"$top/kmod"}
 # A private copy: builds for the two kernels must not share objects.
 cp -a "$kmod_src" "$work/kmod"
 log "building modules against $kdir"
+# Objects of an in-place build in the checkout must not leak into this one.
+make -C "$work/kmod" KDIR="$kdir" clean >/dev/null 2>&1 || true
 make -C "$work/kmod" KDIR="$kdir" FPGA_P2P_MODEL=1 -j"$(nproc)" >"$work/kmod.log" 2>&1 ||
 	{ cat "$work/kmod.log" >&2; die "building the modules failed"; }
 ko_of() {
@@ -201,12 +203,13 @@ qemu_status=0
 wait "$qemu_pid" || qemu_status=$?
 trap - EXIT
 duration=$((SECONDS - t_start))
-log "QEMU exited with status $qemu_status after $((SECONDS - t_boot)) s"
+qemu_s=$((SECONDS - t_boot))
+log "QEMU exited with status $qemu_status after $qemu_s s"
 
 set +e
 python3 "$here/harness.py" report --kernel "$kernel" --suite "$suite" \
 	--suites "${suites[*]}" --console "$console_log" --results "$results_log" \
-	--outdir "$outdir" --duration-s "$duration" ${boot_s:+--boot-s "$boot_s"} \
+	--outdir "$outdir" --duration-s "$duration" --qemu-s "$qemu_s" ${boot_s:+--boot-s "$boot_s"} \
 	--qemu-status "$qemu_status" >"$outdir/$name.summary"
 status=$?
 set -e

@@ -71,6 +71,9 @@ impl AngleEstimator {
 
     /// Estimate the angle of a snapshot `z[p]` (`N_tx * N_rx` values, virtual
     /// channel order) seen at fftshifted Doppler bin `d`.
+    ///
+    /// # Panics
+    /// When `z` is not `N_v` long or `d >= N_l` (caller bugs).
     pub fn estimate(&mut self, d: usize, z: &[Complex32]) -> AngleEstimate {
         let nv = self.n_tx * self.n_rx;
         assert_eq!(z.len(), nv, "snapshot length");

@@ -265,6 +265,9 @@ impl CfarEngine {
     /// `peaks` is cleared and filled in ascending (Doppler, range) order;
     /// reserve `N_l * N_s` in it once and this never allocates. Returns the
     /// number of CFAR hits before peak grouping.
+    ///
+    /// # Panics
+    /// When `power` is not `N_l * N_s` long (a caller bug, not an input error).
     pub fn run(&mut self, power: &[f32], peaks: &mut Vec<CfarPeak>) -> u32 {
         let (nl, ns) = (self.nl, self.ns);
         assert_eq!(power.len(), nl * ns, "power map size");
@@ -335,5 +338,138 @@ impl CfarEngine {
             }
         }
         hits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn n_eff_counts_the_truncated_training_set() {
+        let cfg = ChainConfig::default();
+        let t = CfarTables::new(&cfg).unwrap();
+        let edge = [128, 136, 144, 157, 170, 183, 196, 209, 222, 235, 248];
+        for (r, &want) in edge.iter().enumerate() {
+            assert_eq!(t.n_eff[r], want, "r = {r}");
+            assert_eq!(t.n_eff[255 - r], want, "r = {}", 255 - r);
+        }
+        assert!(t.n_eff[11..245].iter().all(|&n| n == 248));
+        assert_eq!(t.distinct().len(), 11);
+    }
+
+    /// Oracle: mpmath (40 digits), bisection on the regularized incomplete
+    /// beta function, `alpha = N u / (1 - u)`, K = 16.
+    #[test]
+    fn alpha_matches_an_independent_high_precision_evaluation() {
+        let oracle = [
+            (1e-6, 128, 2.681_492_267_817_742),
+            (1e-6, 157, 2.678_158_910_210_841),
+            (1e-6, 248, 2.672_767_354_277_237),
+            (1e-3, 128, 1.960_476_464_164_779),
+            (1e-3, 248, 1.956_724_319_091_801),
+        ];
+        for (pfa, n, want) in oracle {
+            let got = alpha(n, 16, pfa).unwrap();
+            assert!(
+                ((got - want) / want).abs() < 1e-9,
+                "pfa {pfa} N {n}: {got} vs {want}"
+            );
+        }
+        assert!(alpha(248, 16, 1e-320).is_err());
+        assert!(alpha(0, 16, 1e-6).is_err());
+    }
+
+    fn check_against_reference(cfg: &ChainConfig, seed: u64) {
+        let g = &cfg.geometry;
+        let (nl, ns) = (g.n_loops, g.n_samples);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        // Exponential noise with a few very strong cells (120 dB range), so
+        // the threshold test and the sums see realistic dynamic range.
+        let mut power: Vec<f32> = (0..nl * ns)
+            .map(|_| {
+                let u: f64 = rng.random();
+                (-(1.0 - u).ln() * 1e3) as f32
+            })
+            .collect();
+        for _ in 0..(nl * ns / 50).max(3) {
+            let i = rng.random_range(0..nl * ns);
+            power[i] = rng.random_range(1e4f32..1e15);
+        }
+        let mut engine = CfarEngine::new(cfg).unwrap();
+        let mut peaks = Vec::with_capacity(nl * ns);
+        let hits = engine.run(&power, &mut peaks);
+        let tables = CfarTables::new(cfg).unwrap();
+        let mut want_hits = 0;
+        let mut want = Vec::new();
+        for d in 0..nl {
+            for r in 0..ns {
+                let (sum, count) = training_sum_reference(&power, g, &cfg.cfar, d, r);
+                assert_eq!(count, tables.n_eff[r], "N_eff at r = {r}");
+                let mu = sum / f64::from(count);
+                let p = power[d * ns + r];
+                if f64::from(p) > tables.alpha[r] * mu {
+                    want_hits += 1;
+                    if is_local_peak(&power, g, d, r) {
+                        want.push((d as u32, r as u32, mu));
+                    }
+                }
+            }
+        }
+        assert_eq!(hits, want_hits);
+        assert_eq!(peaks.len(), want.len());
+        for (p, (d, r, mu)) in peaks.iter().zip(want) {
+            assert_eq!((p.doppler_bin, p.range_bin), (d, r));
+            assert!(((p.mu - mu) / mu).abs() < 1e-12, "mu {} vs {mu}", p.mu);
+        }
+        assert!(want_hits > 0, "the test map must produce hits");
+    }
+
+    #[test]
+    fn fast_cfar_equals_the_direct_definition() {
+        let mut cfg = ChainConfig::default();
+        cfg.cfar.pfa = 1e-3;
+        check_against_reference(&cfg, 1);
+        // A small map with asymmetric guard/training, so every Doppler row
+        // wraps and most range bins are truncated.
+        let mut small = ChainConfig::default();
+        small.geometry.n_loops = 16;
+        small.geometry.n_samples = 32;
+        small.geometry.chunks_per_frame = 4;
+        small.cfar = CfarConfig {
+            guard_doppler: 1,
+            guard_range: 3,
+            train_doppler: 5,
+            train_range: 4,
+            pfa: 1e-2,
+        };
+        small.chain.angle_fft_size = 16;
+        small.validate().unwrap();
+        for seed in 2..6 {
+            check_against_reference(&small, seed);
+        }
+    }
+
+    #[test]
+    fn peak_grouping_uses_cyclic_doppler_and_truncated_range() {
+        let cfg = ChainConfig::default();
+        let g = &cfg.geometry;
+        let (nl, ns) = (g.n_loops, g.n_samples);
+        let mut p = vec![1.0f32; nl * ns];
+        // A peak at d = 0 whose Doppler neighbour is d = N_l - 1.
+        p[5] = 10.0;
+        p[(nl - 1) * ns + 5] = 11.0;
+        assert!(!is_local_peak(&p, g, 0, 5));
+        assert!(is_local_peak(&p, g, nl - 1, 5));
+        // Range does not wrap: r = 0 ignores r = N_s - 1.
+        p[3 * ns] = 10.0;
+        p[3 * ns + ns - 1] = 20.0;
+        assert!(is_local_peak(&p, g, 3, 0));
+        // Ties count as peaks (>=).
+        p[7 * ns + 9] = 4.0;
+        p[7 * ns + 10] = 4.0;
+        assert!(is_local_peak(&p, g, 7, 9) && is_local_peak(&p, g, 7, 10));
     }
 }

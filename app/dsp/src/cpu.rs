@@ -4,8 +4,9 @@
 //! 1. for every loop `l`, chirp `m = l * N_tx + i`, RX `j`: int16 I/Q to
 //!    complex float32 without scaling, times the periodic Hann range window;
 //!    range FFT over the `N_s` samples (all bins kept): `R[l][r]`;
-//! 2. transpose to `R[r][l]`; optional clutter removal: subtract the mean over
-//!    `l` (accumulated in float64, subtracted in float32);
+//! 2. corner turn to `R[r][l]` (a block of 8 range bins at a time, so steps
+//!    2 to 4 run in L1); optional clutter removal: subtract the mean over `l`
+//!    (accumulated in float64, subtracted in float32);
 //! 3. periodic Hann Doppler window over `l`, Doppler FFT over `l`:
 //!    `X[p][r][k]` (stored unshifted; Doppler bin `d` is `k = (d + N_l/2) mod N_l`);
 //! 4. `|X|^2` (float32 components squared and summed in float64) added into
@@ -18,14 +19,15 @@
 //! ([`crate::angle`]) and refinement ([`crate::refine`]) follow.
 //!
 //! Threads: a fixed pool made at construction. Each worker owns a job (its
-//! channels' buffers) that travels to it and back through bounded channels
-//! (capacity 1) each frame, so nothing is allocated or shared-borrowed
-//! per frame; the calling thread processes its own share of the channels and
-//! does the rest of the chain.
+//! channels' buffers) that travels to it and back through two one-item
+//! mailboxes (mutex + condition variable) each frame, so nothing is
+//! allocated or shared-borrowed per frame; the calling thread processes its
+//! own share of the channels and does the rest of the chain. A worker's
+//! frame samples are copied to it (it cannot borrow the caller's frame).
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use rustfft::num_complex::Complex32;
@@ -51,6 +53,9 @@ pub struct CpuFrameStats {
     pub cut: u32,
 }
 
+/// Range bins per Doppler-stage block: 8 x 256 complex = 16 KiB, in L1.
+const DOPPLER_BLOCK: usize = 8;
+
 /// Constants shared read-only by all jobs.
 struct Plan {
     n_tx: usize,
@@ -73,6 +78,8 @@ struct ChannelJob {
     raw: Vec<u8>,
     /// Range FFT output of one channel, `[l][r]`.
     range: Vec<Complex32>,
+    /// A few range bins of one channel, `[r][l]`, for the Doppler stage.
+    block: Vec<Complex32>,
     /// Doppler spectra of this job's channels, `[channel][r][k]`.
     spectra: Vec<Complex32>,
     /// Partial power over this job's channels, `[r][k]`, float64.
@@ -104,6 +111,7 @@ impl ChannelJob {
                 Vec::new()
             },
             range: vec![Complex32::default(); nl * ns],
+            block: vec![Complex32::default(); nl * DOPPLER_BLOCK.min(ns)],
             spectra: vec![Complex32::default(); n * nl * ns],
             power: vec![0.0; nl * ns],
             scratch: vec![Complex32::default(); scratch_len],
@@ -150,54 +158,29 @@ impl ChannelJob {
                         &self.raw[off..off + row_bytes]
                     }
                 };
-                let dst = &mut self.range[l * ns..(l + 1) * ns];
-                for ((x, s), &w) in dst
-                    .iter_mut()
-                    .zip(src.chunks_exact(SAMPLE_BYTES))
-                    .zip(&plan.range_window)
-                {
-                    let re = f32::from(i16::from_le_bytes([s[0], s[1]]));
-                    let im = f32::from(i16::from_le_bytes([s[2], s[3]]));
-                    *x = Complex32::new(re * w, im * w);
-                }
+                convert_and_window(
+                    src,
+                    &plan.range_window,
+                    &mut self.range[l * ns..(l + 1) * ns],
+                );
             }
             plan.range_fft
                 .process_with_scratch(&mut self.range, &mut self.scratch);
 
-            // Step 2: transpose [l][r] -> [r][l] into this channel's spectra.
+            // Steps 2 to 4 a few range bins at a time, in a block small
+            // enough to stay in L1: corner turn [l][r] -> [r][l], clutter
+            // removal, Doppler window, Doppler FFT, then store the spectra
+            // and add |X|^2 into the float64 partial map.
+            let blk = self.block.len() / nl;
             let spec = &mut self.spectra[c * nl * ns..(c + 1) * nl * ns];
-            transpose(&self.range, spec, nl, ns);
-
-            // Steps 2 (clutter) and 3 (Doppler window), per range bin.
-            for r in 0..ns {
-                let x = &mut spec[r * nl..(r + 1) * nl];
-                if plan.clutter_removal {
-                    let (mut sr, mut si) = (0.0f64, 0.0f64);
-                    for v in x.iter() {
-                        sr += f64::from(v.re);
-                        si += f64::from(v.im);
-                    }
-                    let mean = Complex32::new((sr / nl as f64) as f32, (si / nl as f64) as f32);
-                    for v in x.iter_mut() {
-                        *v -= mean;
-                    }
-                }
-                for (v, &w) in x.iter_mut().zip(&plan.doppler_window) {
-                    *v *= w;
-                }
-            }
-            plan.doppler_fft
-                .process_with_scratch(spec, &mut self.scratch);
-
-            // Step 4, partial: this channel's |X|^2 into the float64 map.
-            if c == 0 {
-                for (acc, v) in self.power.iter_mut().zip(spec.iter()) {
-                    *acc = norm_sqr_f64(*v);
-                }
-            } else {
-                for (acc, v) in self.power.iter_mut().zip(spec.iter()) {
-                    *acc += norm_sqr_f64(*v);
-                }
+            for r0 in (0..ns).step_by(blk) {
+                gather_columns(&self.range, ns, r0, &mut self.block);
+                prepare_doppler(&mut self.block, &plan.doppler_window, plan.clutter_removal);
+                plan.doppler_fft
+                    .process_with_scratch(&mut self.block, &mut self.scratch);
+                let span = r0 * nl..(r0 + blk) * nl;
+                spec[span.clone()].copy_from_slice(&self.block);
+                accumulate_power(&self.block, &mut self.power[span], c == 0);
             }
         }
     }
@@ -210,30 +193,149 @@ impl ChannelJob {
     }
 }
 
+/// int16 I/Q (little-endian) to complex float32, times the range window.
+#[inline(never)]
+fn convert_and_window(src: &[u8], window: &[f32], dst: &mut [Complex32]) {
+    for ((x, s), &w) in dst
+        .iter_mut()
+        .zip(src.chunks_exact(SAMPLE_BYTES))
+        .zip(window)
+    {
+        let re = f32::from(i16::from_le_bytes([s[0], s[1]]));
+        let im = f32::from(i16::from_le_bytes([s[2], s[3]]));
+        *x = Complex32::new(re * w, im * w);
+    }
+}
+
+/// Corner turn of range bins `r0..r0 + B` of a `[l][r]` matrix (rows of
+/// `ns`) into `block`, `[B][l]`.
+#[inline(never)]
+fn gather_columns(range: &[Complex32], ns: usize, r0: usize, block: &mut [Complex32]) {
+    let nl = range.len() / ns;
+    let blk = block.len() / nl;
+    for (l, row) in range.chunks_exact(ns).enumerate() {
+        for (b, &v) in row[r0..r0 + blk].iter().enumerate() {
+            block[b * nl + l] = v;
+        }
+    }
+}
+
+/// Optional clutter removal (mean over `l`, accumulated in float64) and the
+/// Doppler window, on every `[r][l]` row.
+#[inline(never)]
+fn prepare_doppler(spec: &mut [Complex32], window: &[f32], clutter_removal: bool) {
+    let nl = window.len();
+    for x in spec.chunks_exact_mut(nl) {
+        if clutter_removal {
+            let (mut sr, mut si) = (0.0f64, 0.0f64);
+            for v in x.iter() {
+                sr += f64::from(v.re);
+                si += f64::from(v.im);
+            }
+            let mean = Complex32::new((sr / nl as f64) as f32, (si / nl as f64) as f32);
+            for v in x.iter_mut() {
+                *v -= mean;
+            }
+        }
+        for (v, &w) in x.iter_mut().zip(window) {
+            *v *= w;
+        }
+    }
+}
+
+/// `power (+)= |X|^2`, squares and sum in float64.
+#[inline(never)]
+fn accumulate_power(spec: &[Complex32], power: &mut [f64], first: bool) {
+    if first {
+        for (acc, v) in power.iter_mut().zip(spec) {
+            *acc = norm_sqr_f64(*v);
+        }
+    } else {
+        for (acc, v) in power.iter_mut().zip(spec) {
+            *acc += norm_sqr_f64(*v);
+        }
+    }
+}
+
 fn norm_sqr_f64(v: Complex32) -> f64 {
     let (re, im) = (f64::from(v.re), f64::from(v.im));
     re * re + im * im
 }
 
-/// Out-of-place transpose of a `rows x cols` matrix, in cache-sized tiles.
-fn transpose(src: &[Complex32], dst: &mut [Complex32], rows: usize, cols: usize) {
-    const TILE: usize = 16;
-    for r0 in (0..rows).step_by(TILE) {
-        for c0 in (0..cols).step_by(TILE) {
-            for r in r0..(r0 + TILE).min(rows) {
-                for c in c0..(c0 + TILE).min(cols) {
-                    dst[c * rows + r] = src[r * cols + c];
+/// A one-item hand-over between two threads: a mutex and a condition
+/// variable (futex waits: no allocation, ever, unlike a channel's lazily
+/// built waiter lists). Closing it wakes the other side for good.
+struct Mailbox<T> {
+    state: Mutex<MailboxState<T>>,
+    ready: Condvar,
+}
+
+enum MailboxState<T> {
+    Empty,
+    Full(T),
+    Closed,
+}
+
+impl<T> Mailbox<T> {
+    fn new() -> Self {
+        Mailbox {
+            state: Mutex::new(MailboxState::Empty),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Leave `item`; gives it back when the mailbox is closed.
+    fn put(&self, item: T) -> Result<(), T> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(*s, MailboxState::Closed) {
+            return Err(item);
+        }
+        *s = MailboxState::Full(item);
+        drop(s);
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// Wait for an item; `None` once the mailbox is closed.
+    fn take(&self) -> Option<T> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            match std::mem::replace(&mut *s, MailboxState::Empty) {
+                MailboxState::Full(item) => return Some(item),
+                MailboxState::Closed => {
+                    *s = MailboxState::Closed;
+                    return None;
+                }
+                MailboxState::Empty => {
+                    s = self.ready.wait(s).unwrap_or_else(PoisonError::into_inner);
                 }
             }
         }
     }
+
+    fn close(&self) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        *s = MailboxState::Closed;
+        drop(s);
+        self.ready.notify_all();
+    }
 }
 
-/// A pool thread and the two ends of its job hand-over.
+/// Closes the worker's outgoing mailbox when the worker thread ends, even
+/// by a panic, so the caller never waits for a job that cannot come back.
+struct CloseOnExit(Arc<Mailbox<Box<ChannelJob>>>);
+
+impl Drop for CloseOnExit {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// A pool thread and the two mailboxes of its job hand-over.
 struct Worker {
     job: Option<Box<ChannelJob>>,
-    to_worker: Option<SyncSender<Box<ChannelJob>>>,
-    from_worker: Receiver<Box<ChannelJob>>,
+    to_worker: Arc<Mailbox<Box<ChannelJob>>>,
+    from_worker: Arc<Mailbox<Box<ChannelJob>>>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -291,14 +393,16 @@ impl CpuBackend {
                 bounds[t]..bounds[t + 1],
                 true,
             ));
-            let (to_worker, worker_rx) = sync_channel::<Box<ChannelJob>>(1);
-            let (worker_tx, from_worker) = sync_channel::<Box<ChannelJob>>(1);
+            let to_worker = Arc::new(Mailbox::<Box<ChannelJob>>::new());
+            let from_worker = Arc::new(Mailbox::new());
+            let (inbox, outbox) = (to_worker.clone(), from_worker.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("dsp-cpu-{t}"))
                 .spawn(move || {
-                    while let Ok(mut job) = worker_rx.recv() {
+                    let outbox = CloseOnExit(outbox);
+                    while let Some(mut job) = inbox.take() {
                         job.run(RawSource::Copy);
-                        if worker_tx.send(job).is_err() {
+                        if outbox.0.put(job).is_err() {
                             break;
                         }
                     }
@@ -309,7 +413,7 @@ impl CpuBackend {
                 })?;
             workers.push(Worker {
                 job: Some(job),
-                to_worker: Some(to_worker),
+                to_worker,
                 from_worker,
                 handle: Some(handle),
             });
@@ -375,12 +479,8 @@ impl CpuBackend {
                 .take()
                 .ok_or_else(|| DspError::Backend("cpu worker job missing".into()))?;
             job.load_copy(frame);
-            let tx = w
-                .to_worker
-                .as_ref()
-                .ok_or_else(|| DspError::Backend("cpu worker stopped".into()))?;
-            if let Err(e) = tx.send(job) {
-                w.job = Some(e.0);
+            if let Err(job) = w.to_worker.put(job) {
+                w.job = Some(job);
                 return Err(DspError::Backend("cpu worker thread exited".into()));
             }
         }
@@ -388,8 +488,8 @@ impl CpuBackend {
         for w in &mut self.workers {
             let job = w
                 .from_worker
-                .recv()
-                .map_err(|_| DspError::Backend("cpu worker thread died".into()))?;
+                .take()
+                .ok_or_else(|| DspError::Backend("cpu worker thread died".into()))?;
             w.job = Some(job);
         }
 
@@ -491,14 +591,55 @@ impl Backend for CpuBackend {
 
 impl Drop for CpuBackend {
     fn drop(&mut self) {
-        for w in &mut self.workers {
-            // Closing the job channel ends the worker's loop.
-            w.to_worker = None;
+        for w in &self.workers {
+            // Closing the inbox ends the worker's loop.
+            w.to_worker.close();
         }
         for w in &mut self.workers {
             if let Some(h) = w.handle.take() {
                 let _ = h.join();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_that_do_not_fit_are_refused_and_the_backend_goes_on() {
+        let cfg = ChainConfig::default();
+        let mut b = CpuBackend::with_threads(&cfg, 2).unwrap();
+        let mut dets = Detections::with_capacity(8);
+        let short = vec![0u8; cfg.geometry.frame_bytes() - 4];
+        let err = b
+            .process(
+                FrameInput {
+                    bytes: &short,
+                    slot: None,
+                },
+                &mut dets,
+            )
+            .unwrap_err();
+        assert!(
+            matches!(err, DspError::FrameSize { got, want } if got + 4 == want),
+            "{err}"
+        );
+        let zero = vec![0u8; cfg.geometry.frame_bytes()];
+        b.process(
+            FrameInput {
+                bytes: &zero,
+                slot: None,
+            },
+            &mut dets,
+        )
+        .unwrap();
+        // An all-zero frame: P = 0 everywhere, and 0 > alpha * 0 is false.
+        assert!(dets.list.is_empty());
+        let mut map = Vec::new();
+        b.power_map(&mut map).unwrap();
+        assert_eq!(map.len(), 256 * 256);
+        assert!(map.iter().all(|&p| p == 0.0));
     }
 }

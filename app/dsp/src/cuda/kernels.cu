@@ -172,35 +172,47 @@ power_map(const float4 *__restrict__ x, float2 *__restrict__ pmap)
 #define CFAR_TILES_R ((N_SAMPLES + CFAR_TILE_R - 1) / CFAR_TILE_R)
 #define CFAR_TILES_D ((N_LOOPS + CFAR_TILE_D - 1) / CFAR_TILE_D)
 
-__device__ void cfar_tile(const float *pmap, const double *__restrict__ alpha_by_range,
+__device__ __forceinline__ void cfar_tile(const float *__restrict__ pmap,
+                                          const double *__restrict__ alpha_by_range,
                           const u32 *__restrict__ n_eff_by_range, u32 *state, Candidate *cand,
                           int d0, int r0)
 {
-    __shared__ float sp[HALO_D][HALO_R];
+    // P as double: each value is converted once here, not in every sum.
+    __shared__ double sp[HALO_D][HALO_R];
     __shared__ double row_full[HALO_D][CFAR_TILE_R];
     __shared__ double row_side[HALO_D][CFAR_TILE_R];
     const int tid = threadIdx.x;
 
-    for (int i = tid; i < HALO_D * HALO_R; i += blockDim.x) {
-        const int hd = i / HALO_R;
-        const int hr = i % HALO_R;
-        const int d = ((d0 - WIN_D + hd) % N_LOOPS + N_LOOPS) % N_LOOPS;
-        const int r = r0 - WIN_R + hr;
-        sp[hd][hr] = (r >= 0 && r < N_SAMPLES) ? __ldcg(&pmap[d * N_SAMPLES + r]) : 0.0f;
+    // Fixed trip counts, unrolled: every thread's loads are in flight at once.
+#pragma unroll
+    for (int j = 0; j < (HALO_D * HALO_R + CFAR_THREADS - 1) / CFAR_THREADS; ++j) {
+        const int i = tid + j * CFAR_THREADS;
+        if (i < HALO_D * HALO_R) {
+            const int hd = i / HALO_R;
+            const int hr = i % HALO_R;
+            const int d = ((d0 - WIN_D + hd) % N_LOOPS + N_LOOPS) % N_LOOPS;
+            const int r = r0 - WIN_R + hr;
+            sp[hd][hr] = (r >= 0 && r < N_SAMPLES) ? (double)pmap[d * N_SAMPLES + r] : 0.0;
+        }
     }
     __syncthreads();
 
-    for (int i = tid; i < HALO_D * CFAR_TILE_R; i += blockDim.x) {
+#pragma unroll
+    for (int j = 0; j < (HALO_D * CFAR_TILE_R + CFAR_THREADS - 1) / CFAR_THREADS; ++j) {
+        const int i = tid + j * CFAR_THREADS;
+        if (i >= HALO_D * CFAR_TILE_R) {
+            break;
+        }
         const int hd = i / CFAR_TILE_R;
         const int c = i % CFAR_TILE_R;
         double side = 0.0, mid = 0.0;
 #pragma unroll
         for (int k = GUARD_R + 1; k <= WIN_R; ++k) {
-            side += (double)sp[hd][c + WIN_R - k] + (double)sp[hd][c + WIN_R + k];
+            side += sp[hd][c + WIN_R - k] + sp[hd][c + WIN_R + k];
         }
 #pragma unroll
         for (int k = -GUARD_R; k <= GUARD_R; ++k) {
-            mid += (double)sp[hd][c + WIN_R + k];
+            mid += sp[hd][c + WIN_R + k];
         }
         row_side[hd][c] = side;
         row_full[hd][c] = side + mid;
@@ -213,7 +225,7 @@ __device__ void cfar_tile(const float *pmap, const double *__restrict__ alpha_by
     const int r = r0 + c;
     bool keep = d < N_LOOPS && r < N_SAMPLES;
     double mu = 0.0;
-    float p = 0.0f;
+    double p = 0.0;
     if (keep) {
         double sum = 0.0;
 #pragma unroll
@@ -226,7 +238,7 @@ __device__ void cfar_tile(const float *pmap, const double *__restrict__ alpha_by
         }
         mu = sum / (double)n_eff_by_range[r];
         p = sp[td + WIN_D][c + WIN_R];
-        keep = (double)p > alpha_by_range[r] * mu;
+        keep = p > alpha_by_range[r] * mu;
     }
     if (keep) {
 #pragma unroll
@@ -244,7 +256,7 @@ __device__ void cfar_tile(const float *pmap, const double *__restrict__ alpha_by
         if (slot < N_CELLS) {
             Candidate k;
             k.cell = (u32)(d * N_SAMPLES + r);
-            k.power = p;
+            k.power = (float)p; // exact: p came from a float
             k.mu = mu;
             cand[slot] = k;
         }
@@ -427,9 +439,9 @@ __device__ void select_block(const Candidate *cand, u32 *state, Candidate *__res
         const u32 p = e % ANGLE_N;
         float2 z = make_float2(0.0f, 0.0f);
         if (p < N_VIRT) {
-            const u32 cell = load_candidate(&cand[s_idx[s]]).cell;
-            const u32 d = cell / N_SAMPLES;
-            const u32 r = cell % N_SAMPLES;
+            // The sort key holds the cell: key = r * N_LOOPS + d.
+            const u32 d = s_key[s] % N_LOOPS;
+            const u32 r = s_key[s] / N_LOOPS;
             const float2 v = x[((size_t)d * N_VIRT + p) * N_SAMPLES + r];
             const float2 w = tdm[d * N_TX + p / N_RX];
             // Rounded like the CPU's complex multiply (no FMA contraction).
@@ -490,8 +502,9 @@ __device__ __forceinline__ float norm_sqr(float2 z)
 }
 
 // Steps 8 (peak of the angle spectrum: the first maximum, neighbours
-// cyclic), 9 and 10, with the unit conversions of refine.rs: one thread per
-// kept detection; results go straight to mapped host memory.
+// cyclic), 9 and 10, with the unit conversions of refine.rs: one warp per
+// kept detection (the lanes scan the angle spectrum together), results
+// straight to mapped host memory.
 extern "C" __global__ void __launch_bounds__(128)
 refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ sel,
               const float2 *__restrict__ angle, const float *__restrict__ pmap,
@@ -499,8 +512,9 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ sel,
               double range_bin_m, double velocity_bin_mps)
 {
     const u32 n_out = state[1];
-    const u32 s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s == 0) {
+    const u32 lane = threadIdx.x & 31u;
+    const u32 s = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
         OutHeader h;
         h.count = n_out;
         h.cut = state[2];
@@ -509,49 +523,82 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ sel,
         *out_header = h;
     }
     if (s >= n_out) {
-        return;
+        return; // the whole warp: s is the same for its lanes
     }
-    const Candidate k = sel[s];
-    const u32 d = k.cell / N_SAMPLES;
-    const u32 r = k.cell % N_SAMPLES;
-
     const float2 *a = angle + (size_t)s * ANGLE_N;
-    float best = norm_sqr(a[0]);
+    float best = -1.0f;
     u32 kb = 0;
-    for (u32 q = 1; q < ANGLE_N; ++q) {
+#pragma unroll
+    for (u32 q = lane; q < ANGLE_N; q += 32) {
         const float pw = norm_sqr(a[q]);
         if (pw > best) {
             best = pw;
             kb = q;
         }
     }
-    const float da = parabolic(norm_sqr(a[(kb + ANGLE_N - 1) % ANGLE_N]), best,
-                               norm_sqr(a[(kb + 1) % ANGLE_N]));
-
-    const float p0 = k.power;
-    float dr = 0.0f;
-    if (r > 0 && r + 1 < N_SAMPLES) {
-        dr = parabolic(pmap[d * N_SAMPLES + r - 1], p0, pmap[d * N_SAMPLES + r + 1]);
+    // First maximum over the warp: larger power, or equal power at a lower bin.
+#pragma unroll
+    for (u32 off = 16; off > 0; off >>= 1) {
+        const float ob = __shfl_down_sync(0xffffffffu, best, off);
+        const u32 ok = __shfl_down_sync(0xffffffffu, kb, off);
+        if (ob > best || (ob == best && ok < kb)) {
+            best = ob;
+            kb = ok;
+        }
     }
+    // Lanes 0-2 each evaluate one of the three double-precision functions.
+    if (lane > 2) {
+        return;
+    }
+    best = __shfl_sync(0x7u, best, 0);
+    kb = __shfl_sync(0x7u, kb, 0);
+    const Candidate k = sel[s];
+    const u32 d = k.cell / N_SAMPLES;
+    const u32 r = k.cell % N_SAMPLES;
     const u32 dm = (d + N_LOOPS - 1) % N_LOOPS;
     const u32 dp = (d + 1) % N_LOOPS;
-    const float dd = parabolic(pmap[dm * N_SAMPLES + r], p0, pmap[dp * N_SAMPLES + r]);
+    // Independent loads, issued together.
+    const float2 am = a[(kb + ANGLE_N - 1) % ANGLE_N];
+    const float2 ap = a[(kb + 1) % ANGLE_N];
+    const float p0 = k.power;
+    const float prm = r > 0 ? pmap[d * N_SAMPLES + r - 1] : 0.0f;
+    const float prp = r + 1 < N_SAMPLES ? pmap[d * N_SAMPLES + r + 1] : 0.0f;
+    const float pdm = pmap[dm * N_SAMPLES + r];
+    const float pdp = pmap[dp * N_SAMPLES + r];
+
+    const float da = parabolic(norm_sqr(am), best, norm_sqr(ap));
+    // Range is not cyclic: no refinement at the first and last bin.
+    const float dr = (r > 0 && r + 1 < N_SAMPLES) ? parabolic(prm, p0, prp) : 0.0f;
+    const float dd = parabolic(pdm, p0, pdp);
 
     const float rb = (float)r + dr;
     const float db = (float)d + dd;
     const float ab = (float)kb + da;
     const double n_a = (double)ANGLE_N;
-    const double sine = fmin(1.0, fmax(-1.0, 2.0 * ((double)ab - n_a / 2.0) / n_a));
     const double p = (double)p0;
+    double f;
+    if (lane == 0) {
+        const double sine = fmin(1.0, fmax(-1.0, 2.0 * ((double)ab - n_a / 2.0) / n_a));
+        f = asin(sine) * (180.0 / 3.14159265358979323846);
+    } else if (lane == 1) {
+        f = 10.0 * log10(p / k.mu);
+    } else {
+        f = 10.0 * log10(p);
+    }
+    const double snr_db = __shfl_sync(0x7u, f, 1);
+    const double power_db = __shfl_sync(0x7u, f, 2);
+    if (lane != 0) {
+        return;
+    }
 
     GpuDetection o;
     o.range_bin = r;
     o.doppler_bin = d;
     o.range_m = (float)((double)rb * range_bin_m);
     o.velocity_mps = (float)(((double)db - (double)(N_LOOPS / 2)) * velocity_bin_mps);
-    o.azimuth_deg = (float)(asin(sine) * (180.0 / 3.14159265358979323846));
-    o.snr_db = (float)(10.0 * log10(p / k.mu));
-    o.power_db = (float)(10.0 * log10(p));
+    o.azimuth_deg = (float)f;
+    o.snr_db = (float)snr_db;
+    o.power_db = (float)power_db;
     o.range_bin_refined = rb;
     o.doppler_bin_refined = db;
     o.angle_bin_refined = ab;

@@ -252,8 +252,9 @@ impl CudaBackend {
         self.pipeline.read_detections(out);
     }
 
-    /// Per-stage GPU times (ms) of `reps` instrumented, non-graph runs on
-    /// prepared slot `slot` (or the first resident frame when `resident`).
+    /// Per-stage GPU times (microseconds) of `reps` instrumented, non-graph
+    /// runs reading prepared slot `slot`, else resident frame `resident`,
+    /// else the staging slot.
     pub fn stage_times(
         &mut self,
         slot: Option<usize>,

@@ -209,7 +209,7 @@ impl Pipeline {
         }
         let halo_d = CFAR_TILE_D + 2 * (c.guard_doppler + c.train_doppler);
         let halo_r = CFAR_TILE_R + 2 * (c.guard_range + c.train_range);
-        let cfar_shared = halo_d * halo_r * 4 + 2 * halo_d * CFAR_TILE_R * 8;
+        let cfar_shared = halo_d * halo_r * 8 + 2 * halo_d * CFAR_TILE_R * 8;
         if cfar_shared > SHARED_LIMIT {
             return Err(DspError::config(
                 "cfar",
@@ -292,7 +292,6 @@ impl Pipeline {
         let n_a = to_i32(cfg.chain.angle_fft_size, "angle FFT size")?;
         let range_batch = to_i32(g.n_chirps() * g.n_rx, "range batch")?;
         let plans = Plans {
-            // [chirp][rx] rows of n_samples contiguous samples.
             range: CudaFft::plan_many(
                 &[n_s],
                 None,
@@ -436,7 +435,6 @@ impl Pipeline {
             }
             .map_err(launch_err("launch clutter_doppler_window"))?;
         }
-
         mark()?;
         self.fft(&self.plans.doppler, x)?;
 
@@ -512,7 +510,8 @@ impl Pipeline {
                 .arg(&rbm)
                 .arg(&vbm)
                 .launch(LaunchConfig {
-                    grid_dim: (blocks(self.max_det.max(1), 128), 1, 1),
+                    // One warp per detection.
+                    grid_dim: (blocks(self.max_det.max(1) * 32, 128), 1, 1),
                     block_dim: (128, 1, 1),
                     shared_mem_bytes: 0,
                 })
