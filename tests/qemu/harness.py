@@ -234,6 +234,8 @@ def report(args):
         problems.append("the guest never reached the init script (no @@plan)")
     if done is None:
         problems.append("the guest did not finish (crash, panic or hang: no @@done)")
+    if args.stalled:
+        problems.append(f"the host stopped QEMU: {args.stalled}")
     if args.qemu_status not in (0, None):
         problems.append(f"QEMU exited with status {args.qemu_status}"
                         + (" (host time limit)" if args.qemu_status in (124, 137) else ""))
@@ -318,6 +320,7 @@ def main():
     r.add_argument("--qemu-s", type=float, default=None)
     r.add_argument("--boot-s", type=float, default=None)
     r.add_argument("--qemu-status", type=int, default=None)
+    r.add_argument("--stalled", default=None)
     args = ap.parse_args()
     if args.cmd == "cpio":
         write_cpio(args.staging, args.out)

@@ -185,18 +185,40 @@ timeout -k 10 "$host_timeout" "${qemu[@]}" -append "$cmdline" \
 qemu_pid=$!
 trap 'kill "$qemu_pid" 2>/dev/null || true' EXIT
 
-# Follow the result channel while QEMU runs: progress and the boot time.
-boot_s=''
+# Follow the result channel while QEMU runs: progress, the boot time, and a
+# watchdog. The guest limits each program itself; if the guest makes no
+# progress at all (a kernel hang, a program stuck in the kernel) for the
+# running step's limit plus a margin, QEMU is stopped rather than waiting for
+# the whole run's limit.
+boot_s='' stalled=''
+step='boot' deadline=$((SECONDS + 300))
 exec 3< <(tail -n +1 -F --pid="$qemu_pid" "$results_log" 2>/dev/null)
-while IFS= read -r line <&3; do
-	line=${line%$'\r'}
-	case $line in
-	@@plan*)
-		boot_s=$((SECONDS - t_boot))
-		log "guest up after ${boot_s} s: ${line#@@plan }"
-		;;
-	@@begin* | @@end* | @@kmemleak* | @@done*) log "$((SECONDS - t_boot)) s: ${line#@@}" ;;
-	esac
+while :; do
+	if IFS= read -r -t 5 line <&3; then
+		line=${line%$'\r'}
+		case $line in
+		@@plan*)
+			boot_s=$((SECONDS - t_boot))
+			log "guest up after ${boot_s} s: ${line#@@plan }"
+			step='between suites' deadline=$((SECONDS + 300))
+			;;
+		@@begin*)
+			log "$((SECONDS - t_boot)) s: ${line#@@}"
+			step="suite ${line#@@begin }"
+			deadline=$((SECONDS + ${limit_of[${line#@@begin }]:-600} + 120))
+			;;
+		@@end* | @@done* | @@kmemleak*)
+			log "$((SECONDS - t_boot)) s: ${line#@@}"
+			step="the step after ${line#@@}" deadline=$((SECONDS + 600))
+			;;
+		esac
+	elif [ $? -le 128 ]; then
+		break # end of file: QEMU is gone
+	elif [ -z "$stalled" ] && [ "$SECONDS" -gt "$deadline" ]; then
+		stalled="no progress from the guest for too long during $step (hang)"
+		log "$stalled: stopping QEMU"
+		kill "$qemu_pid" 2>/dev/null || true
+	fi
 done
 exec 3<&-
 qemu_status=0
@@ -210,7 +232,7 @@ set +e
 python3 "$here/harness.py" report --kernel "$kernel" --suite "$suite" \
 	--suites "${suites[*]}" --console "$console_log" --results "$results_log" \
 	--outdir "$outdir" --duration-s "$duration" --qemu-s "$qemu_s" ${boot_s:+--boot-s "$boot_s"} \
-	--qemu-status "$qemu_status" >"$outdir/$name.summary"
+	--qemu-status "$qemu_status" ${stalled:+--stalled "$stalled"} >"$outdir/$name.summary"
 status=$?
 set -e
 if [ "$status" -ne 0 ]; then
