@@ -34,6 +34,10 @@ pub struct Opts {
     pub full_chunk_period_ns: u64,
     #[arg(long, default_value_t = 4)]
     pub slots: u32,
+    /// Slots of the small phase (more slots let the engine run ahead of a
+    /// slow guest, so fewer waits sleep).
+    #[arg(long, default_value_t = 16)]
+    pub small_slots: u32,
     /// Frames of the fault phase (the FPGA model's drop/short/corrupt knobs).
     #[arg(long, default_value_t = 600)]
     pub fault_frames: u64,
@@ -227,7 +231,7 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
         slot_bytes: o.small_slot_bytes,
         chunk_bytes: o.small_chunk_bytes,
         period_ns: o.small_chunk_period_ns,
-        slots: o.slots,
+        slots: o.small_slots,
     };
     let full = Phase {
         frames: o.full_frames,
