@@ -63,8 +63,12 @@ fn fault_phase(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
     knob("short_every", short_n)?;
     knob("corrupt_every", corrupt_n)?;
     let r = (|| -> Check {
-        src.start(&StartParams::test_pattern().with_chunk_period(Duration::from_micros(100)))
-            .ctx("start")?;
+        src.start(
+            &StartParams::test_pattern()
+                .with_chunk_period(Duration::from_micros(100))
+                .with_event_timeout(Duration::from_secs(5)),
+        )
+        .ctx("start")?;
         let mut t = SequenceTracker::new();
         let (mut shorts, mut corrupt, mut clean) = (0u64, 0u64, 0u64);
         for _ in 0..o.fault_frames {
@@ -153,7 +157,9 @@ pub struct Phase {
 pub fn phase(env: &Env, p: &Phase, out: &mut Outcome, label: &str) -> Check<(u64, u64, f64)> {
     let mut src = common::open_source(&env.device, p.slots, p.slot_bytes, p.chunk_bytes)?;
     let c0 = src.counters().ctx("counters")?;
-    let mut sp = StartParams::test_pattern();
+    // Generous: under TCG with a KASAN kernel a 4 MiB frame takes the model
+    // hundreds of ms; a real stall still fails.
+    let mut sp = StartParams::test_pattern().with_event_timeout(Duration::from_secs(5));
     if p.period_ns > 0 {
         sp = sp.with_chunk_period(Duration::from_nanos(p.period_ns));
     }
