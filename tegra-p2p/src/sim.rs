@@ -675,8 +675,9 @@ impl Producer {
                 continue;
             };
             let short = every(self.faults.short_every, seq);
+            // Same lengths and positions as the kernel's FPGA model.
             let bytes = if short {
-                ((slot_bytes / 2 + 12) & !3).max(4)
+                ((slot_bytes / 2) & !3).max(4)
             } else {
                 slot_bytes
             };
@@ -720,7 +721,7 @@ impl Producer {
             }
             let crc32 = crc.finalize();
             if every(self.faults.corrupt_every, seq) {
-                let pos = (seq.wrapping_mul(0x9E37_79B9) as usize % bytes) & !3;
+                let pos = (seq.wrapping_mul(4099) % bytes as u64) as usize;
                 // SAFETY: still FILLING, owned by this thread.
                 let b = unsafe { ring.slot_mut(slot, pos, 1) };
                 b[0] ^= 0x40;

@@ -11,6 +11,34 @@
  * All structures have fixed sizes and explicit padding so that 32-bit and
  * 64-bit userspace share one layout. Reserved fields must be zero on input
  * (the driver returns -EINVAL otherwise) and are zero on output.
+ *
+ * Rings belong to the open file that registered them: handles are only valid
+ * on that file. A device has at most one capture (C2H) ring and one transmit
+ * (H2C) ring at a time. Events of all rings of a file arrive on that file in
+ * the order they happened; use one open file per ring when separate threads
+ * consume capture and transmit events.
+ *
+ * Errors of the ioctls, read() and poll():
+ *   EINVAL     malformed argument: nonzero reserved field, unknown flag, source,
+ *              direction or target, bad alignment or size, the wrong ring
+ *              direction for the call, releasing a slot the application
+ *              does not own
+ *   ENOENT     the handle names no ring of this open file
+ *   ERANGE     slot index >= nr_slots
+ *   EBUSY      REGISTER: the device already has a ring of that direction, or
+ *              the file already has one; TX_SUBMIT: the slot is in flight
+ *   EALREADY   START on a running ring, STOP on a stopped one
+ *   EFAULT     bad user pointer; ring memory not mapped or not writable
+ *   ENOMEM     out of memory, or a ring larger than the limits in INFO
+ *   EIO        the ring's memory was revoked (EV_REVOKED) or its engine
+ *              faulted (EV_FAULT); only STOP, START (after a fault) and
+ *              UNREGISTER remain useful
+ *   ENODEV     the device was removed; only close() remains useful
+ *   EAGAIN     read() with O_NONBLOCK and no event queued
+ *   ETIMEDOUT  read() or WAIT: no event within the timeout
+ *   EINTR      interrupted by a signal
+ * poll(): EPOLLIN when events are queued; EPOLLERR while a ring of the file is
+ * revoked or faulted or the device is gone; EPOLLHUP when the device is gone.
  */
 #ifndef _UAPI_FPGA_P2P_H
 #define _UAPI_FPGA_P2P_H
@@ -110,6 +138,13 @@ struct fpga_p2p_tx {
 #define FPGA_P2P_EVF_SHORT		(1U << 0)	/* fewer bytes than a slot */
 #define FPGA_P2P_EVF_CRC_MISMATCH	(1U << 1)	/* FPGA saw corrupt data */
 #define FPGA_P2P_EVF_LINK_ERROR		(1U << 2)	/* ADC link error */
+#define FPGA_P2P_EVF_TX_ERROR		(1U << 3)	/* EV_TX_DONE: not sent */
+
+/* EV_FAULT: the reason, in fpga_p2p_event.chunk; .bytes holds a detail. */
+#define FPGA_P2P_FAULT_ENGINE		1	/* DMA engine error; detail: status */
+#define FPGA_P2P_FAULT_STREAM		2	/* writeback/metadata inconsistent */
+#define FPGA_P2P_FAULT_DMA_TIMEOUT	3	/* engine did not stop in time */
+#define FPGA_P2P_FAULT_DEVICE_GONE	4	/* device removed */
 
 struct fpga_p2p_event {
 	__u32 type;			/* FPGA_P2P_EV_* */
@@ -121,7 +156,7 @@ struct fpga_p2p_event {
 	__u32 bytes;			/* payload bytes in the slot */
 	__u32 crc32;			/* CRC-32 (IEEE) of the payload, by the FPGA */
 	__u32 dropped;			/* frames dropped at the source before this one */
-	__u32 chunk;			/* EV_CHUNK: chunk index; EV_FAULT: error code */
+	__u32 chunk;			/* EV_CHUNK: chunk index; EV_FAULT: FPGA_P2P_FAULT_* */
 	__u64 cookie;			/* EV_TX_DONE: from fpga_p2p_tx */
 	__u64 reserved;
 };

@@ -366,7 +366,7 @@ fn hostile_call(t: &Target, rng: &mut Rng) -> Check<Option<Call>> {
             };
             t.dev.start(&good).ctx("valid start")?;
             let mut s = good;
-            s.source = rng.below(3) as u32;
+            s.chunk_period_ns = 10_000 + rng.below(1_000_000) as u32;
             let second = raw(fd, ioc::START, ptr(&s));
             t.dev.stop(cap).ctx("valid stop")?;
             if second != Err(EALREADY) {
@@ -568,7 +568,9 @@ fn hostile_call(t: &Target, rng: &mut Rng) -> Check<Option<Call>> {
             let (req, size) = *rng.pick(&[
                 (ioc::REGISTER, size_of::<fpga_p2p_ring>()),
                 (ioc::START, size_of::<fpga_p2p_start>()),
-                (ioc::WAIT, size_of::<fpga_p2p_wait>()),
+                // WAIT reads only its 16-byte header (the event is output):
+                // truncate that, or the header alone decides the answer.
+                (ioc::WAIT, 16),
                 (ioc::INFO, size_of::<fpga_p2p_info>()),
                 (ioc::COUNTERS, size_of::<fpga_p2p_counters>()),
                 (ioc::TX_SUBMIT, size_of::<fpga_p2p_tx>()),
@@ -576,7 +578,15 @@ fn hostile_call(t: &Target, rng: &mut Rng) -> Check<Option<Call>> {
             ]);
             let cut = 1 + rng.below(size as u64 - 1);
             (
-                "raw: truncated struct",
+                match req {
+                    ioc::REGISTER => "raw: truncated register",
+                    ioc::START => "raw: truncated start",
+                    ioc::WAIT => "raw: truncated wait header",
+                    ioc::INFO => "raw: truncated info",
+                    ioc::COUNTERS => "raw: truncated counters",
+                    ioc::TX_SUBMIT => "raw: truncated tx",
+                    _ => "raw: truncated release",
+                },
                 raw(fd, req, t.edge - cut),
                 &[EFAULT],
             )

@@ -127,16 +127,21 @@ pub fn slot_hash(ring: &RingMemory, slot: u32) -> u32 {
     crc32fast::hash(unsafe { std::slice::from_raw_parts(p, ring.slot_bytes()) })
 }
 
-/// Reads a number from a sysfs/debugfs file.
-pub fn read_number(path: &Path) -> Check<u64> {
+fn parse_number(t: &str) -> Option<u64> {
+    match t.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => t.parse().ok(),
+    }
+}
+
+/// The value of `key` in a "key value" per line debugfs file (decimal or 0x hex).
+pub fn read_key(path: &Path, key: &str) -> Check<u64> {
     let s = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let t = s.trim();
-    let v = if let Some(h) = t.strip_prefix("0x") {
-        u64::from_str_radix(h, 16)
-    } else {
-        t.parse()
-    };
-    v.map_err(|e| format!("{}: {t:?}: {e}", path.display()))
+    let v = s
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+        .ok_or_else(|| format!("{}: no {key} line", path.display()))?;
+    parse_number(v.trim()).ok_or_else(|| format!("{}: {key}: bad number {v:?}", path.display()))
 }
 
 /// Counts allocations of the whole process (the hot-loop rule).
@@ -193,17 +198,7 @@ impl ShimLive {
 
 pub fn shim_live(dir: &Path) -> Check<ShimLive> {
     let stats_path = dir.join("stats");
-    let stats = std::fs::read_to_string(&stats_path)
-        .map_err(|e| format!("{}: {e}", stats_path.display()))?;
-    let field = |name: &str| -> Check<u64> {
-        stats
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .ok_or_else(|| format!("{}: no {name} line", stats_path.display()))?
-            .trim()
-            .parse()
-            .map_err(|e| format!("{}: {name}: {e}", stats_path.display()))
-    };
+    let field = |name: &str| read_key(&stats_path, name);
     let regs_path = dir.join("registrations");
     let regs =
         std::fs::read_to_string(&regs_path).map_err(|e| format!("{}: {e}", regs_path.display()))?;

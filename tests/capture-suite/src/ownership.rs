@@ -13,7 +13,7 @@ use crate::{Env, ensure};
 #[derive(clap::Args, Debug)]
 pub struct Opts {
     /// Hold-all / hold-some rounds.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 20)]
     pub cycles: u32,
     #[arg(long, default_value_t = 4)]
     pub slots: u32,

@@ -1,0 +1,680 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fpga_p2p: rings of slots in user memory, registered through the Tegra
+ * nv-p2p interface and mapped once. At registration the slots are cut into
+ * pieces (contiguous bus ranges, split at chunk ends) and the linked
+ * descriptor ring is built; nothing is pinned, mapped or allocated per frame.
+ *
+ * Lifetime of a ring's memory. nvidia_p2p_get_pages() gives a page table
+ * and arranges for fp_ring_free_callback() to run when the memory goes away
+ * or when we call nvidia_p2p_put_pages(). Exactly one party tears the ring's
+ * DMA down (stop the engine, free the descriptors, free the mapping and the
+ * page table):
+ *  - the callback, when the memory is revoked (munmap, exit, test revoke);
+ *    it then queues EV_REVOKED;
+ *  - the owner (UNREGISTER, close, device removal, a failed REGISTER) after
+ *    its own nvidia_p2p_put_pages(), whose callback only records the cause.
+ * The page-table struct itself is freed only when the ring is destroyed
+ * (UNREGISTER or close), after which no callback can run. On a Tegra
+ * nvidia-p2p module, put_pages must not be called again after a callback from
+ * an invalidation (it would drop the mm reference twice) but must be called
+ * after one from process exit (to drop it at all); fp_ring_release_memory()
+ * does exactly that.
+ */
+#include <linux/dma-mapping.h>
+#include <linux/mm.h>
+#include <linux/mmu_notifier.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+
+#include "fpga_p2p.h"
+
+/* Spare event queue entries per file: REVOKED, FAULT, OVERFLOW. */
+#define FP_EV_SPARE		8
+
+int fp_ring_errno(enum fp_ring_state state)
+{
+	switch (state) {
+	case FP_RING_IDLE:
+	case FP_RING_RUNNING:
+		return 0;
+	case FP_RING_BUILDING:
+		return -ENOENT;
+	case FP_RING_FAULTED:
+	case FP_RING_REVOKED:
+		return -EIO;
+	default:
+		return -ENODEV;
+	}
+}
+
+static enum dma_data_direction fp_dma_dir(struct fp_ring *ring)
+{
+	return ring->dir == FP_C2H ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
+}
+
+/* Ownership hand-over of descriptors [first, last) (capture chain). */
+void fp_sync(struct fp_ring *ring, u32 first, u32 last, bool for_cpu)
+{
+	struct device *dev = ring->fdev->dev;
+	enum dma_data_direction dir = fp_dma_dir(ring);
+	u32 i;
+
+	for (i = first; i < last; i++) {
+		if (for_cpu)
+			dma_sync_single_for_cpu(dev, ring->info[i].addr,
+						ring->info[i].len, dir);
+		else
+			dma_sync_single_for_device(dev, ring->info[i].addr,
+						   ring->info[i].len, dir);
+	}
+}
+
+/* Ownership hand-over of the first @bytes of a transmit slot. */
+void fp_tx_sync(struct fp_ring *ring, u32 slot, u32 bytes, bool for_cpu)
+{
+	struct device *dev = ring->fdev->dev;
+	u32 p, len;
+
+	for (p = ring->slot_first[slot]; bytes; p++, bytes -= len) {
+		len = min(ring->info[p].len, bytes);
+		if (for_cpu)
+			dma_sync_single_for_cpu(dev, ring->info[p].addr, len,
+						DMA_TO_DEVICE);
+		else
+			dma_sync_single_for_device(dev, ring->info[p].addr, len,
+						   DMA_TO_DEVICE);
+	}
+}
+
+static void fp_ring_free_dma(struct fp_ring *ring)
+{
+	struct device *dev = ring->fdev->dev;
+	u32 i;
+
+	for (i = 0; i < ring->nblocks; i++) {
+		if (ring->desc_blk && ring->desc_blk[i].cpu)
+			dma_free_coherent(dev, PAGE_SIZE, ring->desc_blk[i].cpu,
+					  ring->desc_blk[i].dma);
+		if (ring->res_blk && ring->res_blk[i].cpu)
+			dma_free_coherent(dev, PAGE_SIZE, ring->res_blk[i].cpu,
+					  ring->res_blk[i].dma);
+	}
+	kfree(ring->desc_blk);
+	kfree(ring->res_blk);
+	ring->desc_blk = NULL;
+	ring->res_blk = NULL;
+	ring->nblocks = 0;
+}
+
+static void fp_ring_release(struct kref *ref)
+{
+	struct fp_ring *ring = container_of(ref, struct fp_ring, ref);
+
+	fp_ring_free_dma(ring);
+	kvfree(ring->info);
+	kvfree(ring->pos_piece);
+	kfree(ring->free_q);
+	kfree(ring->eng_q);
+	kfree(ring->slot_first);
+	kfree(ring->slot_state);
+	kfree(ring->txq);
+	kfree(ring);
+}
+
+void fp_ring_put(struct fp_ring *ring)
+{
+	kref_put(&ring->ref, fp_ring_release);
+}
+
+struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle)
+{
+	struct fp_ring *ring = NULL;
+	int d;
+
+	if (!handle)
+		return NULL;
+	spin_lock(&fp->rings_lock);
+	for (d = 0; d < FP_DIRS; d++) {
+		if (fp->ring[d] && fp->ring[d]->handle == handle) {
+			ring = fp->ring[d];
+			kref_get(&ring->ref);
+			break;
+		}
+	}
+	spin_unlock(&fp->rings_lock);
+	return ring;
+}
+
+/*
+ * Stop the engine and release the ring's DMA resources: descriptors, the
+ * nv-p2p mapping and the pinned pages. Runs once per ring. @final is the
+ * state the ring is left in; @fault, when not 0, is queued as EV_FAULT.
+ */
+static void fp_ring_teardown(struct fp_ring *ring, enum fp_ring_state final,
+			     u32 fault)
+{
+	struct fp_dev *fdev = ring->fdev;
+	enum fp_ring_state old;
+	unsigned long flags;
+
+	spin_lock_irqsave(&ring->lock, flags);
+	old = ring->state;
+	ring->state = final;
+	spin_unlock_irqrestore(&ring->lock, flags);
+
+	/* From here the engine cannot touch the memory any more. */
+	fp_engine_stop(ring);
+	fp_ring_free_dma(ring);
+	if (ring->map) {
+		nvidia_p2p_free_dma_mapping(ring->map);
+		ring->map = NULL;
+	}
+	if (ring->pt)
+		nvidia_p2p_free_page_table(ring->pt);
+
+	if (old != FP_RING_BUILDING) {
+		struct fpga_p2p_event ev = {
+			.handle = ring->handle,
+			.slot = FPGA_P2P_NO_SLOT,
+		};
+
+		if (final == FP_RING_REVOKED) {
+			atomic64_inc(&fdev->cnt.revocations);
+			ev.type = FPGA_P2P_EV_REVOKED;
+			fp_event_push(ring->fp, &ev);
+		} else if (fault) {
+			ev.type = FPGA_P2P_EV_FAULT;
+			ev.chunk = fault;
+			fp_event_push(ring->fp, &ev);
+		}
+	}
+	fp_file_wake(ring->fp);
+	complete_all(&ring->torn_down);
+}
+
+/*
+ * The nv-p2p free callback: the memory is going away (or we asked for it
+ * with put_pages). May run with the mm's mmap_lock held, from any process,
+ * concurrently with anything except itself for this ring (and, on broken
+ * implementations, even twice).
+ */
+static void fp_ring_free_callback(void *data)
+{
+	struct fp_ring *ring = data;
+	struct mm_struct *mm = ring->pt ? ring->pt->mm : NULL;
+	enum fp_cb_cause cause;
+	unsigned long flags;
+	bool mine = false, wait = false;
+
+	spin_lock_irqsave(&ring->lock, flags);
+	if (ring->cb_cause == FP_CB_NONE) {
+		if (ring->put_claimed)
+			cause = FP_CB_PUT;
+		else if (mm && !atomic_read(&mm->mm_users))
+			cause = FP_CB_EXIT;
+		else
+			cause = FP_CB_INVALIDATE;
+		ring->cb_cause = cause;
+		/* A ring still being built is torn down by REGISTER itself. */
+		if (cause != FP_CB_PUT && ring->state != FP_RING_BUILDING &&
+		    !ring->teardown_claimed) {
+			ring->teardown_claimed = true;
+			mine = true;
+		}
+	} else if (ring->teardown_claimed) {
+		wait = true;
+	}
+	spin_unlock_irqrestore(&ring->lock, flags);
+
+	if (mine)
+		fp_ring_teardown(ring, FP_RING_REVOKED, 0);
+	else if (wait)
+		wait_for_completion_timeout(&ring->torn_down,
+					    msecs_to_jiffies(FP_TEARDOWN_TIMEOUT_MS));
+}
+
+/*
+ * The owner's side: give the memory back (put_pages as the nv-p2p contract
+ * wants it), tear down unless a revocation already did, and wait until the
+ * teardown is complete. Idempotent.
+ */
+void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why)
+{
+	unsigned long timeout = msecs_to_jiffies(FP_TEARDOWN_TIMEOUT_MS);
+	enum fp_cb_cause cause;
+	unsigned long flags;
+	bool mine;
+
+	spin_lock_irqsave(&ring->lock, flags);
+	if (ring->put_claimed) {
+		spin_unlock_irqrestore(&ring->lock, flags);
+		if (!wait_for_completion_timeout(&ring->torn_down, timeout))
+			dev_err(ring->fdev->dev, "ring teardown timed out\n");
+		return;
+	}
+	ring->put_claimed = true;
+	cause = ring->cb_cause;
+	spin_unlock_irqrestore(&ring->lock, flags);
+
+	/*
+	 * Not revoked yet: put_pages runs the callback (which sees
+	 * put_claimed and leaves the teardown to us). Revoked by process exit:
+	 * put_pages only drops the notifier's reference on the mm. Revoked by
+	 * an invalidation: the notifier is gone already, no put_pages.
+	 */
+	if (ring->pt && (cause == FP_CB_NONE || cause == FP_CB_EXIT))
+		nvidia_p2p_put_pages(ring->pt);
+
+	spin_lock_irqsave(&ring->lock, flags);
+	mine = !ring->teardown_claimed;
+	ring->teardown_claimed = true;
+	spin_unlock_irqrestore(&ring->lock, flags);
+
+	if (mine)
+		fp_ring_teardown(ring, FP_RING_DEAD,
+				 why == FP_RELEASE_REMOVE ?
+				 FPGA_P2P_FAULT_DEVICE_GONE : 0);
+	else if (!wait_for_completion_timeout(&ring->torn_down, timeout))
+		dev_err(ring->fdev->dev, "ring revocation timed out\n");
+}
+
+/* Remove queued events of a ring that goes away. */
+static void fp_events_purge(struct fp_file *fp, u32 handle)
+{
+	unsigned long flags;
+	u32 i, kept = 0, mask;
+
+	spin_lock_irqsave(&fp->ev_lock, flags);
+	mask = fp->ev_cap - 1;
+	for (i = 0; i < fp->ev_count; i++) {
+		struct fpga_p2p_event *ev = &fp->ev[(fp->ev_head + i) & mask];
+
+		if (ev->handle == handle)
+			continue;
+		if (kept != i)
+			fp->ev[(fp->ev_head + kept) & mask] = *ev;
+		kept++;
+	}
+	fp->ev_count = kept;
+	spin_unlock_irqrestore(&fp->ev_lock, flags);
+}
+
+/*
+ * Destroy a ring that is no longer reachable through its file (or never
+ * was): release its memory, free the page-table struct, give the device's
+ * direction back. fp->lock held.
+ */
+void fp_ring_destroy(struct fp_ring *ring)
+{
+	struct fp_dev *fdev = ring->fdev;
+	enum fp_cb_cause cause;
+	unsigned long flags;
+
+	fp_ring_release_memory(ring, FP_RELEASE_UNREGISTER);
+
+	spin_lock_irqsave(&ring->lock, flags);
+	cause = ring->cb_cause;
+	spin_unlock_irqrestore(&ring->lock, flags);
+	if (ring->pt) {
+		/*
+		 * After a callback from the notifier itself, the notifier
+		 * core may still be walking its list through the page table's
+		 * embedded notifier: let it finish before the free.
+		 */
+		if (cause == FP_CB_INVALIDATE || cause == FP_CB_EXIT)
+			mmu_notifier_synchronize();
+		kfree(ring->pt);
+		ring->pt = NULL;
+	}
+	if (ring->handle)
+		fp_events_purge(ring->fp, ring->handle);
+
+	mutex_lock(&fdev->lock);
+	if (fdev->claim[ring->dir] == ring)
+		fdev->claim[ring->dir] = NULL;
+	mutex_unlock(&fdev->lock);
+	fp_ring_put(ring);
+}
+
+/*
+ * Walk the ring's bus ranges in slot order. Capture: one piece per
+ * contiguous range of a chunk. Transmit: one piece per contiguous range of a
+ * slot. With @fill false only count; returns the count or -EIO.
+ */
+static long fp_ring_walk(struct fp_ring *ring, bool fill)
+{
+	struct nvidia_p2p_dma_mapping *map = ring->map;
+	u32 chunks = ring->dir == FP_C2H ? ring->chunks : 1;
+	u64 chunk_bytes = ring->slot_bytes / chunks;
+	u32 seg = 0, s, c, k;
+	u64 seg_off = 0;
+	long n = 0;
+
+	for (s = 0; s < ring->nr_slots; s++) {
+		if (fill)
+			ring->slot_first[s] = n;
+		for (c = 0; c < chunks; c++) {
+			u64 left = chunk_bytes;
+
+			for (k = 1; left; k++, n++) {
+				u64 len;
+
+				while (seg < map->entries &&
+				       seg_off == map->hw_len[seg]) {
+					seg++;
+					seg_off = 0;
+				}
+				if (seg == map->entries)
+					return -EIO;
+				len = min3(left, map->hw_len[seg] - seg_off,
+					   (u64)XDMA_DESC_LEN_MAX);
+				if (fill) {
+					struct fp_desc_info *di = &ring->info[n];
+
+					di->addr = map->hw_address[seg] + seg_off;
+					di->len = len;
+					di->chunk = c;
+					di->flags = k % FP_IRQ_EVERY ? 0 : FP_DI_IRQ;
+				}
+				left -= len;
+				seg_off += len;
+			}
+			if (fill)
+				ring->info[n - 1].flags |= FP_DI_CHUNK_END |
+							   FP_DI_IRQ;
+		}
+		if (fill)
+			ring->info[n - 1].flags |= FP_DI_SLOT_END;
+	}
+	if (fill)
+		ring->slot_first[ring->nr_slots] = n;
+	return n;
+}
+
+/* Cut the slots into pieces and build the descriptor ring, once. */
+static int fp_ring_build(struct fp_ring *ring)
+{
+	struct device *dev = ring->fdev->dev;
+	u32 per = PAGE_SIZE / sizeof(struct xdma_desc);
+	long n;
+	u32 i;
+
+	if (!ring->map->entries)
+		return -EIO;
+	n = fp_ring_walk(ring, false);
+	if (n <= 0)
+		return -EIO;
+	if (n > (1L << 22))
+		return -ENOMEM;
+
+	ring->ndesc = n;
+	ring->info = kvmalloc_array(n, sizeof(*ring->info), GFP_KERNEL);
+	ring->slot_first = kcalloc(ring->nr_slots + 1, sizeof(u32), GFP_KERNEL);
+	ring->slot_state = kcalloc(ring->nr_slots, 1, GFP_KERNEL);
+	ring->nblocks = DIV_ROUND_UP(n, per);
+	ring->desc_blk = kcalloc(ring->nblocks, sizeof(*ring->desc_blk),
+				 GFP_KERNEL);
+	if (ring->dir == FP_C2H) {
+		ring->res_blk = kcalloc(ring->nblocks, sizeof(*ring->res_blk),
+					GFP_KERNEL);
+		ring->pos_piece = kvmalloc_array(n, sizeof(u32), GFP_KERNEL);
+		ring->free_q = kcalloc(ring->nr_slots, sizeof(u32), GFP_KERNEL);
+		ring->eng_q = kcalloc(ring->nr_slots, sizeof(u32), GFP_KERNEL);
+		if (!ring->res_blk || !ring->pos_piece || !ring->free_q ||
+		    !ring->eng_q)
+			return -ENOMEM;
+	} else {
+		ring->txq = kcalloc(ring->nr_slots, sizeof(*ring->txq),
+				    GFP_KERNEL);
+		if (!ring->txq)
+			return -ENOMEM;
+	}
+	if (!ring->info || !ring->slot_first || !ring->slot_state ||
+	    !ring->desc_blk)
+		return -ENOMEM;
+	for (i = 0; i < ring->nblocks; i++) {
+		ring->desc_blk[i].cpu = dma_alloc_coherent(dev, PAGE_SIZE,
+							   &ring->desc_blk[i].dma,
+							   GFP_KERNEL);
+		if (!ring->desc_blk[i].cpu)
+			return -ENOMEM;
+		if (ring->res_blk) {
+			ring->res_blk[i].cpu =
+				dma_alloc_coherent(dev, PAGE_SIZE,
+						   &ring->res_blk[i].dma,
+						   GFP_KERNEL);
+			if (!ring->res_blk[i].cpu)
+				return -ENOMEM;
+		}
+	}
+	if (fp_ring_walk(ring, true) != n)
+		return -EIO;
+
+	/* Links and writeback addresses; the rest is written per slot. */
+	for (i = 0; i < ring->ndesc; i++) {
+		struct xdma_desc *d = fp_desc(ring, i);
+		dma_addr_t next = fp_desc_dma(ring, i + 1 == n ? 0 : i + 1);
+
+		memset(d, 0, sizeof(*d));
+		d->next_lo = cpu_to_le32(lower_32_bits(next));
+		d->next_hi = cpu_to_le32(upper_32_bits(next));
+		if (ring->dir == FP_C2H) {
+			d->src_lo = cpu_to_le32(lower_32_bits(fp_result_dma(ring, i)));
+			d->src_hi = cpu_to_le32(upper_32_bits(fp_result_dma(ring, i)));
+		}
+	}
+	return 0;
+}
+
+/* Grow the file's event queue to hold what its rings may queue. */
+static int fp_evq_reserve(struct fp_file *fp, u32 need)
+{
+	struct fpga_p2p_event *ev, *old;
+	unsigned long flags;
+	u32 cap, i;
+
+	cap = roundup_pow_of_two(need + FP_EV_SPARE);
+	if (cap <= fp->ev_cap)
+		return 0;
+	ev = kvmalloc_array(cap, sizeof(*ev), GFP_KERNEL | __GFP_ZERO);
+	if (!ev)
+		return -ENOMEM;
+	spin_lock_irqsave(&fp->ev_lock, flags);
+	for (i = 0; i < fp->ev_count; i++)
+		ev[i] = fp->ev[(fp->ev_head + i) & (fp->ev_cap - 1)];
+	old = fp->ev;
+	fp->ev = ev;
+	fp->ev_cap = cap;
+	fp->ev_head = 0;
+	spin_unlock_irqrestore(&fp->ev_lock, flags);
+	kvfree(old);
+	return 0;
+}
+
+static int fp_ring_check(struct fp_dev *fdev, const struct fpga_p2p_ring *r,
+			 u32 *chunk_bytes)
+{
+	u64 bytes;
+
+	if (r->reserved[0] || r->reserved[1])
+		return -EINVAL;
+	if (r->direction != FPGA_P2P_DIR_C2H && r->direction != FPGA_P2P_DIR_H2C)
+		return -EINVAL;
+	if (!r->addr || r->addr % FPGA_P2P_SLOT_ALIGN ||
+	    !r->slot_bytes || r->slot_bytes % FPGA_P2P_SLOT_ALIGN ||
+	    r->slot_bytes > FP_MAX_SLOT_BYTES)
+		return -EINVAL;
+	if (r->nr_slots < (r->direction == FPGA_P2P_DIR_C2H ? 2 : 1) ||
+	    r->nr_slots > fdev->max_slots)
+		return -EINVAL;
+	bytes = r->slot_bytes * r->nr_slots;
+	if (bytes > FP_MAX_RING_BYTES || r->addr + bytes < r->addr)
+		return -EINVAL;
+	if (r->direction == FPGA_P2P_DIR_H2C) {
+		if (r->chunk_bytes)
+			return -EINVAL;
+		*chunk_bytes = 0;
+		return 0;
+	}
+	if (r->slot_bytes > fdev->max_frame_bytes)
+		return -EINVAL;
+	*chunk_bytes = r->chunk_bytes ? r->chunk_bytes : r->slot_bytes;
+	if (*chunk_bytes % FPGA_P2P_SLOT_ALIGN || r->slot_bytes % *chunk_bytes ||
+	    r->slot_bytes / *chunk_bytes > FP_MAX_CHUNKS)
+		return -EINVAL;
+	return 0;
+}
+
+int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r)
+{
+	struct fp_dev *fdev = fp->fdev;
+	enum fp_dir dir = r->direction;
+	struct fp_ring *ring, *other;
+	u32 chunk_bytes, need;
+	unsigned long flags;
+	bool revoked;
+	int ret;
+
+	ret = fp_ring_check(fdev, r, &chunk_bytes);
+	if (ret)
+		return ret;
+
+	mutex_lock(&fp->lock);
+	if (fp->ring[dir]) {
+		ret = -EBUSY;
+		goto unlock;
+	}
+	other = fp->ring[!dir];
+	if (other && r->addr < other->uaddr + other->bytes &&
+	    other->uaddr < r->addr + r->slot_bytes * r->nr_slots) {
+		ret = -EINVAL;		/* capture and transmit overlap */
+		goto unlock;
+	}
+	ring = kzalloc(sizeof(*ring), GFP_KERNEL);
+	if (!ring) {
+		ret = -ENOMEM;
+		goto unlock;
+	}
+	kref_init(&ring->ref);
+	spin_lock_init(&ring->lock);
+	init_completion(&ring->torn_down);
+	ring->fp = fp;
+	ring->fdev = fdev;
+	ring->dir = dir;
+	ring->nr_slots = r->nr_slots;
+	ring->slot_bytes = r->slot_bytes;
+	ring->chunk_bytes = chunk_bytes;
+	ring->chunks = dir == FP_C2H ? r->slot_bytes / chunk_bytes : 1;
+	ring->uaddr = r->addr;
+	ring->bytes = r->slot_bytes * r->nr_slots;
+	ring->state = FP_RING_BUILDING;
+	ring->ev_need = dir == FP_C2H ? ring->nr_slots * (ring->chunks + 1) :
+			ring->nr_slots;
+
+	mutex_lock(&fdev->lock);
+	if (fdev->dead) {
+		ret = -ENODEV;
+	} else if (fdev->claim[dir]) {
+		ret = -EBUSY;
+	} else {
+		fdev->claim[dir] = ring;
+		fdev->building++;
+	}
+	mutex_unlock(&fdev->lock);
+	if (ret) {
+		fp_ring_put(ring);
+		goto unlock;
+	}
+
+	ret = nvidia_p2p_get_pages(ring->uaddr, ring->bytes, &ring->pt,
+				   fp_ring_free_callback, ring);
+	if (ret) {
+		ring->pt = NULL;
+		goto abort;
+	}
+	if (!NVIDIA_P2P_PAGE_TABLE_VERSION_COMPATIBLE(ring->pt)) {
+		ret = -EIO;
+		goto abort;
+	}
+	ret = nvidia_p2p_dma_map_pages(fdev->dev, ring->pt, &ring->map,
+				       fp_dma_dir(ring));
+	if (ret) {
+		ring->map = NULL;
+		goto abort;
+	}
+	if (!NVIDIA_P2P_DMA_MAPPING_VERSION_COMPATIBLE(ring->map)) {
+		ret = -EIO;
+		goto abort;
+	}
+	ret = fp_ring_build(ring);
+	if (ret)
+		goto abort;
+	need = ring->ev_need + (other ? other->ev_need : 0);
+	ret = fp_evq_reserve(fp, need);
+	if (ret)
+		goto abort;
+	if (dir == FP_H2C) {
+		ret = fp_h2c_start(ring);
+		if (ret)
+			goto abort;
+	}
+
+	ring->handle = ++fp->next_handle ? fp->next_handle : ++fp->next_handle;
+	r->handle = ring->handle;
+
+	/* Publish, unless the memory or the device went away meanwhile. */
+	mutex_lock(&fdev->lock);
+	spin_lock_irqsave(&ring->lock, flags);
+	revoked = ring->cb_cause != FP_CB_NONE;
+	if (!revoked && !fdev->dead)
+		ring->state = dir == FP_C2H ? FP_RING_IDLE : FP_RING_RUNNING;
+	spin_unlock_irqrestore(&ring->lock, flags);
+	if (revoked || fdev->dead) {
+		ret = fdev->dead ? -ENODEV : -EFAULT;
+	} else {
+		spin_lock(&fp->rings_lock);
+		fp->ring[dir] = ring;
+		spin_unlock(&fp->rings_lock);
+	}
+	fdev->building--;
+	wake_up_all(&fdev->build_wq);
+	mutex_unlock(&fdev->lock);
+	if (ret) {
+		ring->handle = 0;
+		fp_ring_destroy(ring);
+	}
+	mutex_unlock(&fp->lock);
+	return ret;
+
+abort:
+	mutex_lock(&fdev->lock);
+	fdev->building--;
+	wake_up_all(&fdev->build_wq);
+	mutex_unlock(&fdev->lock);
+	fp_ring_destroy(ring);
+unlock:
+	mutex_unlock(&fp->lock);
+	return ret;
+}
+
+int fp_ring_unregister(struct fp_file *fp, u32 handle)
+{
+	struct fp_ring *ring = NULL;
+	int d;
+
+	mutex_lock(&fp->lock);
+	spin_lock(&fp->rings_lock);
+	for (d = 0; d < FP_DIRS; d++) {
+		if (handle && fp->ring[d] && fp->ring[d]->handle == handle) {
+			ring = fp->ring[d];
+			fp->ring[d] = NULL;
+			break;
+		}
+	}
+	spin_unlock(&fp->rings_lock);
+	if (ring)
+		fp_ring_destroy(ring);
+	mutex_unlock(&fp->lock);
+	return ring ? 0 : -ENOENT;
+}

@@ -1,0 +1,981 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fpga_p2p_test: exercises /dev/fpga-p2pN through its uapi, against the FPGA
+ * model (fpga_p2p.ko model_devices=1) and nvp2p_shim.ko. Every mode checks
+ * and exits non-zero on the first failure, printing why.
+ *
+ *   fpga_p2p_test info
+ *   fpga_p2p_test stream [-n frames] [-s slots] [-b slot_bytes] [-c chunk_bytes]
+ *                        [-p period_ns] [-e (chunk events)]
+ *   fpga_p2p_test hold   [-n frames]       a held slot is never written;
+ *                                          frames dropped at the source
+ *   fpga_p2p_test faults [-n frames]       model fault injection seen
+ *   fpga_p2p_test revoke [-n cycles]       munmap / debugfs revoke while streaming
+ *   fpga_p2p_test kill   [-n cycles]       kill -9 while streaming
+ *   fpga_p2p_test fuzz   [-n calls]        hostile ioctl arguments
+ *   fpga_p2p_test duplex [-n frames]       transmit while capturing; playback
+ *   fpga_p2p_test remove                   model device removed while open
+ *   fpga_p2p_test holdopen                 keep the device open until killed
+ *
+ * Options: -d /dev/fpga-p2pN (default /dev/fpga-p2p0).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../include/uapi/fpga_p2p.h"
+
+static const char *dev_path = "/dev/fpga-p2p0";
+static unsigned long opt_n;
+static unsigned int opt_slots = 4;
+static unsigned long opt_slot_bytes = 16384;
+static unsigned long opt_chunk_bytes;
+static unsigned int opt_period = 20000;
+static int opt_events;
+
+#define SHIM_DIR "/sys/kernel/debug/nvp2p_shim"
+#define MODEL_DIR "/sys/kernel/debug/fpga_p2p_model"
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "FAIL: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	exit(1);
+}
+
+#define CHECK(cond, ...) do { if (!(cond)) die(__VA_ARGS__); } while (0)
+
+static uint32_t crc_table[256];
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+		crc_table[i] = c;
+	}
+}
+
+static uint32_t crc32_buf(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	uint32_t c = 0xFFFFFFFFU;
+
+	while (len--)
+		c = crc_table[(c ^ *p++) & 0xff] ^ (c >> 8);
+	return c ^ 0xFFFFFFFFU;
+}
+
+static uint32_t pattern_word(uint64_t s, uint32_t w, uint32_t chunk_words)
+{
+	uint32_t c = w / chunk_words, k = w - c * chunk_words;
+	uint32_t lo = (uint32_t)s, hi = (uint32_t)(s >> 32);
+
+	switch (k) {
+	case 0: return 0x7E57F00D;
+	case 1: return lo;
+	case 2: return hi;
+	case 3: return c;
+	default: return (w * 0x9E3779B1U) ^ (lo * 0x85EBCA6BU) ^ hi;
+	}
+}
+
+/* Check a delivered test-pattern frame; returns NULL or what is wrong. */
+static const char *verify_frame(const void *slot, const struct fpga_p2p_event *ev,
+				uint32_t frame_bytes, uint32_t chunk_bytes)
+{
+	static char why[160];
+	const uint32_t *p = slot;
+	uint32_t words = ev->bytes / 4;
+
+	if (crc32_buf(slot, ev->bytes) != ev->crc32)
+		return "CRC mismatch";
+	for (uint32_t w = 0; w < words; w++) {
+		uint32_t want = pattern_word(ev->sequence, w, chunk_bytes / 4);
+
+		if (p[w] != want) {
+			snprintf(why, sizeof(why),
+				 "seq %llu word %u: 0x%08x, want 0x%08x",
+				 (unsigned long long)ev->sequence, w, p[w], want);
+			return why;
+		}
+	}
+	if (ev->bytes == frame_bytes && ev->flags)
+		return "flags on a full frame";
+	return NULL;
+}
+
+static int dev_open(void)
+{
+	int fd = open(dev_path, O_RDWR);
+
+	CHECK(fd >= 0, "open %s: %s", dev_path, strerror(errno));
+	return fd;
+}
+
+static void *ring_alloc(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+	CHECK(p != MAP_FAILED, "mmap %zu: %s", bytes, strerror(errno));
+	/* Locked memory stays out of reclaim, like CUDA's host memory. */
+	CHECK(!mlock(p, bytes), "mlock: %s", strerror(errno));
+	return p;
+}
+
+static uint32_t reg_ring(int fd, void *addr, uint64_t slot_bytes,
+			 uint32_t slots, uint32_t dir, uint32_t chunk)
+{
+	struct fpga_p2p_ring r = {
+		.addr = (uintptr_t)addr, .slot_bytes = slot_bytes,
+		.nr_slots = slots, .direction = dir, .chunk_bytes = chunk,
+	};
+
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_REGISTER, &r), "REGISTER: %s",
+	      strerror(errno));
+	CHECK(r.handle, "REGISTER gave handle 0");
+	return r.handle;
+}
+
+static void start(int fd, uint32_t h, uint32_t source, uint32_t flags,
+		  uint32_t pb_frames)
+{
+	struct fpga_p2p_start s = {
+		.handle = h, .source = source, .chunk_period_ns = opt_period,
+		.flags = flags, .playback_frames = pb_frames,
+		.event_timeout_ms = 5000,
+	};
+
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_START, &s), "START: %s", strerror(errno));
+}
+
+static int wait_ev(int fd, uint32_t rh, uint32_t rslot, struct fpga_p2p_event *ev)
+{
+	struct fpga_p2p_wait w = {
+		.release_handle = rh, .release_slot = rslot, .timeout_ms = 5000,
+	};
+	int ret = ioctl(fd, FPGA_P2P_IOC_WAIT, &w);
+
+	if (!ret)
+		*ev = w.event;
+	return ret ? -errno : 0;
+}
+
+static void counters(int fd, struct fpga_p2p_counters *c)
+{
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_COUNTERS, c), "COUNTERS: %s",
+	      strerror(errno));
+}
+
+static long read_stat(const char *path, const char *key)
+{
+	char line[128];
+	size_t kl = strlen(key);
+	long v = -1;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, kl) && line[kl] == ' ')
+			v = strtol(line + kl + 1, NULL, 0);
+	fclose(f);
+	return v;
+}
+
+static void write_file(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+
+	CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
+	CHECK(write(fd, val, strlen(val)) == (ssize_t)strlen(val),
+	      "write %s: %s", path, strerror(errno));
+	close(fd);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct stream_stats {
+	unsigned long frames, dropped, chunks, short_frames, corrupt;
+};
+
+/*
+ * Capture @frames frames of the test pattern and verify every one. With
+ * @tolerate_faults, short and corrupt frames are counted instead of failing.
+ */
+static void stream_verify(int fd, uint32_t h, uint8_t *ring, uint64_t slot_bytes,
+			  uint32_t chunk, unsigned long frames,
+			  struct stream_stats *st, int tolerate_faults)
+{
+	uint32_t rel = FPGA_P2P_NO_SLOT;
+	int64_t last_seq = -1;
+	unsigned long next_chunk = 0;
+
+	memset(st, 0, sizeof(*st));
+	while (st->frames < frames) {
+		struct fpga_p2p_event ev;
+		const char *why;
+		int ret = wait_ev(fd, h, rel, &ev);
+
+		CHECK(!ret, "WAIT after %lu frames: %s", st->frames,
+		      strerror(-ret));
+		rel = FPGA_P2P_NO_SLOT;
+		if (ev.type == FPGA_P2P_EV_CHUNK) {
+			CHECK(ev.chunk == next_chunk, "chunk %u, want %lu",
+			      ev.chunk, next_chunk);
+			next_chunk++;
+			st->chunks++;
+			continue;
+		}
+		CHECK(ev.type == FPGA_P2P_EV_FRAME, "event type %u", ev.type);
+		CHECK(ev.handle == h && ev.slot < opt_slots, "bad event slot");
+		if (opt_events)
+			CHECK(next_chunk == slot_bytes / chunk,
+			      "%lu chunk events before frame", next_chunk);
+		next_chunk = 0;
+		if (last_seq >= 0)
+			CHECK(ev.sequence == (uint64_t)last_seq + 1 + ev.dropped,
+			      "sequence %llu after %lld with %u dropped",
+			      (unsigned long long)ev.sequence,
+			      (long long)last_seq, ev.dropped);
+		last_seq = ev.sequence;
+		st->dropped += ev.dropped;
+		why = verify_frame(ring + ev.slot * slot_bytes, &ev,
+				   slot_bytes, chunk);
+		if (ev.flags & FPGA_P2P_EVF_SHORT) {
+			CHECK(tolerate_faults && ev.bytes < slot_bytes,
+			      "short frame");
+			st->short_frames++;
+		}
+		if (why) {
+			CHECK(tolerate_faults && !strcmp(why, "CRC mismatch"),
+			      "frame %lu: %s", st->frames, why);
+			st->corrupt++;
+		}
+		st->frames++;
+		rel = ev.slot;
+	}
+	if (rel != FPGA_P2P_NO_SLOT) {
+		struct fpga_p2p_release r = { .handle = h, .slot = rel };
+
+		CHECK(!ioctl(fd, FPGA_P2P_IOC_RELEASE, &r), "RELEASE: %s",
+		      strerror(errno));
+	}
+}
+
+static void result(const char *suite, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("PASS %s: ", suite);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+}
+
+static void cmd_info(void)
+{
+	struct fpga_p2p_info info;
+	int fd = dev_open();
+
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_INFO, &info), "INFO: %s", strerror(errno));
+	printf("uapi %u caps 0x%x hw_id 0x%08x hw_version 0x%08x max_slots %u "
+	       "max_chunks %u max_slot_bytes %llu align %u event_bytes %u "
+	       "playback_frames %u\n", info.uapi_version, info.caps, info.hw_id,
+	       info.hw_version, info.max_slots, info.max_chunks_per_frame,
+	       (unsigned long long)info.max_slot_bytes, info.slot_align,
+	       info.event_bytes, info.max_playback_frames);
+	CHECK(info.event_bytes == sizeof(struct fpga_p2p_event), "event size");
+	close(fd);
+}
+
+static void cmd_stream(void)
+{
+	uint32_t chunk = opt_chunk_bytes ? opt_chunk_bytes : opt_slot_bytes;
+	size_t bytes = opt_slot_bytes * opt_slots;
+	unsigned long frames = opt_n ? opt_n : 1000;
+	struct fpga_p2p_counters c0, c1;
+	struct stream_stats st;
+	int fd = dev_open();
+	uint8_t *ring = ring_alloc(bytes);
+	uint32_t h;
+	double t0, dt;
+
+	counters(fd, &c0);
+	h = reg_ring(fd, ring, opt_slot_bytes, opt_slots, FPGA_P2P_DIR_C2H,
+		     opt_chunk_bytes);
+	start(fd, h, FPGA_P2P_SRC_TEST_PATTERN,
+	      opt_events ? FPGA_P2P_START_CHUNK_EVENTS : 0, 0);
+	t0 = now_s();
+	stream_verify(fd, h, ring, opt_slot_bytes, chunk, frames, &st, 0);
+	dt = now_s() - t0;
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_STOP, &h), "STOP: %s", strerror(errno));
+	CHECK(ioctl(fd, FPGA_P2P_IOC_STOP, &h) && errno == EALREADY,
+	      "second STOP: %s", strerror(errno));
+	counters(fd, &c1);
+	CHECK(c1.frames - c0.frames >= st.frames, "frame counter");
+	CHECK(c1.desc_errors == c0.desc_errors, "descriptor errors");
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_UNREGISTER, &h), "UNREGISTER: %s",
+	      strerror(errno));
+	close(fd);
+	munmap(ring, bytes);
+	result("stream", "%lu frames of %lu bytes verified, %lu dropped, "
+	       "%lu chunk events, %.1f frames/s, irqs %llu",
+	       st.frames, opt_slot_bytes, st.dropped, st.chunks,
+	       st.frames / dt, (unsigned long long)(c1.irqs - c0.irqs));
+}
+
+/* A held slot is never written; without free slots frames drop at source. */
+static void cmd_hold(void)
+{
+	uint32_t chunk = opt_chunk_bytes ? opt_chunk_bytes : opt_slot_bytes;
+	size_t bytes = opt_slot_bytes * opt_slots;
+	unsigned long frames = opt_n ? opt_n : 200;
+	struct fpga_p2p_event ev, held;
+	struct fpga_p2p_counters c0, c1;
+	struct stream_stats st;
+	int fd = dev_open();
+	uint8_t *ring = ring_alloc(bytes);
+	uint8_t *copy = malloc(opt_slot_bytes);
+	uint32_t h, rel = FPGA_P2P_NO_SLOT;
+	unsigned long got = 0;
+	int64_t last;
+
+	counters(fd, &c0);
+	h = reg_ring(fd, ring, opt_slot_bytes, opt_slots, FPGA_P2P_DIR_C2H,
+		     opt_chunk_bytes);
+	start(fd, h, FPGA_P2P_SRC_TEST_PATTERN, 0, 0);
+	CHECK(!wait_ev(fd, h, FPGA_P2P_NO_SLOT, &held), "first frame");
+	memcpy(copy, ring + held.slot * opt_slot_bytes, opt_slot_bytes);
+	last = held.sequence;
+	/* Keep the first slot; stream through the others. */
+	while (got < frames) {
+		CHECK(!wait_ev(fd, h, rel, &ev), "WAIT: %s", strerror(errno));
+		CHECK(ev.type == FPGA_P2P_EV_FRAME && ev.slot != held.slot,
+		      "held slot %u delivered again", held.slot);
+		CHECK(ev.sequence == (uint64_t)last + 1 + ev.dropped, "sequence");
+		CHECK(!verify_frame(ring + ev.slot * opt_slot_bytes, &ev,
+				    opt_slot_bytes, chunk), "frame content");
+		last = ev.sequence;
+		rel = ev.slot;
+		got++;
+	}
+	CHECK(!memcmp(copy, ring + held.slot * opt_slot_bytes, opt_slot_bytes),
+	      "the held slot was written");
+	/* Now hold everything: the source must drop, never overwrite. */
+	{
+		struct fpga_p2p_release r = { .handle = h, .slot = rel };
+		uint8_t *snap = malloc(bytes);
+
+		CHECK(!ioctl(fd, FPGA_P2P_IOC_RELEASE, &r), "release");
+		for (unsigned int i = 0; i < opt_slots - 1; i++) {
+			CHECK(!wait_ev(fd, FPGA_P2P_NO_SLOT, FPGA_P2P_NO_SLOT,
+				       &ev), "fill");
+			CHECK(!verify_frame(ring + ev.slot * opt_slot_bytes, &ev,
+					    opt_slot_bytes, chunk), "content");
+		}
+		memcpy(snap, ring, bytes);
+		usleep(300000);
+		CHECK(!memcmp(snap, ring, bytes),
+		      "a slot owned by the application was written");
+		free(snap);
+	}
+	counters(fd, &c1);
+	CHECK(c1.drops_no_slot > c0.drops_no_slot, "no drops counted");
+	/* Release all: the next frame explains the gap. */
+	for (unsigned int s = 0; s < opt_slots; s++) {
+		struct fpga_p2p_release r = { .handle = h, .slot = s };
+
+		CHECK(!ioctl(fd, FPGA_P2P_IOC_RELEASE, &r), "release %u: %s", s,
+		      strerror(errno));
+	}
+	stream_verify(fd, h, ring, opt_slot_bytes, chunk, 4, &st, 0);
+	CHECK(st.dropped > 0, "no drop reported after holding all slots");
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_UNREGISTER, &h), "UNREGISTER");
+	close(fd);
+	munmap(ring, bytes);
+	free(copy);
+	result("hold", "%lu frames beside a held slot, slot untouched, %llu "
+	       "dropped at source while all held, %lu reported", got,
+	       (unsigned long long)(c1.drops_no_slot - c0.drops_no_slot),
+	       st.dropped);
+}
+
+static void model_set(const char *knob, const char *val)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), MODEL_DIR "/0/%s", knob);
+	write_file(path, val);
+}
+
+static void cmd_faults(void)
+{
+	size_t bytes = opt_slot_bytes * opt_slots;
+	unsigned long frames = opt_n ? opt_n : 300;
+	struct fpga_p2p_counters c0, c1;
+	struct fpga_p2p_event ev;
+	struct stream_stats st;
+	int fd = dev_open();
+	uint8_t *ring = ring_alloc(bytes);
+	uint32_t h;
+	int ret;
+
+	counters(fd, &c0);
+	model_set("drop_every", "7");
+	model_set("short_every", "11");
+	model_set("corrupt_every", "13");
+	h = reg_ring(fd, ring, opt_slot_bytes, opt_slots, FPGA_P2P_DIR_C2H, 0);
+	start(fd, h, FPGA_P2P_SRC_TEST_PATTERN, 0, 0);
+	stream_verify(fd, h, ring, opt_slot_bytes, opt_slot_bytes, frames, &st, 1);
+	model_set("drop_every", "0");
+	model_set("short_every", "0");
+	model_set("corrupt_every", "0");
+	counters(fd, &c1);
+	CHECK(st.short_frames && st.corrupt && st.dropped, "faults not seen: "
+	      "%lu short %lu corrupt %lu dropped", st.short_frames, st.corrupt,
+	      st.dropped);
+	CHECK(c1.drops_fault > c0.drops_fault, "fault drops not counted");
+	CHECK(c1.short_frames > c0.short_frames, "short frames not counted");
+	/* A descriptor error stops capture with EV_FAULT. */
+	model_set("c2h_error", "1");
+	for (;;) {
+		ret = wait_ev(fd, FPGA_P2P_NO_SLOT, FPGA_P2P_NO_SLOT, &ev);
+		CHECK(!ret, "no fault event: %s", strerror(-ret));
+		if (ev.type == FPGA_P2P_EV_FAULT)
+			break;
+		if (ev.type == FPGA_P2P_EV_FRAME) {
+			struct fpga_p2p_release r = { .handle = h, .slot = ev.slot };
+
+			CHECK(!ioctl(fd, FPGA_P2P_IOC_RELEASE, &r), "release");
+		}
+	}
+	CHECK(ev.chunk == FPGA_P2P_FAULT_ENGINE, "fault code %u", ev.chunk);
+	{
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		CHECK(poll(&p, 1, 1000) == 1 && (p.revents & POLLERR),
+		      "poll after fault: 0x%x", p.revents);
+	}
+	CHECK(wait_ev(fd, FPGA_P2P_NO_SLOT, FPGA_P2P_NO_SLOT, &ev) == -EIO,
+	      "WAIT after fault");
+	/* STOP/START recovers. */
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_STOP, &h), "STOP after fault: %s",
+	      strerror(errno));
+	for (unsigned int s = 0; s < opt_slots; s++) {
+		struct fpga_p2p_release r = { .handle = h, .slot = s };
+
+		ioctl(fd, FPGA_P2P_IOC_RELEASE, &r);
+	}
+	start(fd, h, FPGA_P2P_SRC_TEST_PATTERN, 0, 0);
+	stream_verify(fd, h, ring, opt_slot_bytes, opt_slot_bytes, 20, &st, 0);
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_UNREGISTER, &h), "UNREGISTER");
+	close(fd);
+	munmap(ring, bytes);
+	result("faults", "drops %llu, short %lu, corrupt %lu detected; "
+	       "descriptor error -> EV_FAULT, recovered",
+	       (unsigned long long)(c1.drops_fault - c0.drops_fault),
+	       st.short_frames, st.corrupt);
+}
+
+static void shim_check_clean(void)
+{
+	long pt = read_stat(SHIM_DIR "/stats", "page_tables");
+	long pages = read_stat(SHIM_DIR "/stats", "pinned_pages");
+	long maps = read_stat(SHIM_DIR "/stats", "mappings");
+
+	CHECK(pt == 0 && pages == 0 && maps == 0,
+	      "shim leaks: %ld page tables, %ld pages, %ld mappings", pt, pages,
+	      maps);
+}
+
+/* Revocation while streaming: munmap, or the shim's debugfs revoke. */
+static void cmd_revoke(void)
+{
+	unsigned long cycles = opt_n ? opt_n : 20;
+	size_t bytes = opt_slot_bytes * opt_slots;
+	struct fpga_p2p_counters c0, c1;
+
+	{
+		int fd = dev_open();
+
+		counters(fd, &c0);
+		close(fd);
+	}
+	for (unsigned long i = 0; i < cycles; i++) {
+		int fd = dev_open();
+		uint8_t *ring = ring_alloc(bytes);
+		struct fpga_p2p_event ev;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct stream_stats st;
+		uint32_t h;
+		int ret, seen = 0;
+
+		h = reg_ring(fd, ring, opt_slot_bytes, opt_slots,
+			     FPGA_P2P_DIR_C2H, 0);
+		start(fd, h, FPGA_P2P_SRC_TEST_PATTERN, 0, 0);
+		stream_verify(fd, h, ring, opt_slot_bytes, opt_slot_bytes,
+			      3 + i % 5, &st, 0);
+		if (i & 1) {
+			char cmd[64];
+
+			snprintf(cmd, sizeof(cmd), "%d 0x%lx", getpid(),
+				 (unsigned long)ring);
+			write_file(SHIM_DIR "/revoke", cmd);
+		} else {
+			CHECK(!munmap(ring, bytes), "munmap");
+		}
+		/* Drain until EV_REVOKED, then poll must say error. */
+		for (;;) {
+			ret = wait_ev(fd, FPGA_P2P_NO_SLOT, FPGA_P2P_NO_SLOT, &ev);
+			if (ret)
+				break;
+			if (ev.type == FPGA_P2P_EV_REVOKED)
+				seen = 1;
+		}
+		CHECK(seen, "cycle %lu: no EV_REVOKED (%s)", i, strerror(-ret));
+		CHECK(ret == -EIO, "WAIT after revoke: %s", strerror(-ret));
+		CHECK(poll(&p, 1, 0) == 1 && (p.revents & POLLERR),
+		      "poll after revoke: 0x%x", p.revents);
+		{
+			struct fpga_p2p_release r = { .handle = h, .slot = 0 };
+
+			CHECK(ioctl(fd, FPGA_P2P_IOC_RELEASE, &r) && errno == EIO,
+			      "RELEASE after revoke: %s", strerror(errno));
+			CHECK(ioctl(fd, FPGA_P2P_IOC_STOP, &h) && errno == EIO,
+			      "STOP after revoke");
+		}
+		CHECK(!ioctl(fd, FPGA_P2P_IOC_UNREGISTER, &h), "UNREGISTER: %s",
+		      strerror(errno));
+		close(fd);
+		if (i & 1)
+			munmap(ring, bytes);
+		shim_check_clean();
+	}
+	{
+		int fd = dev_open();
+
+		counters(fd, &c1);
+		close(fd);
+	}
+	CHECK(c1.revocations - c0.revocations == cycles, "revocations %llu",
+	      (unsigned long long)(c1.revocations - c0.revocations));
+	result("revoke", "%lu revocations while streaming, nothing leaked",
+	       cycles);
+}
+
+static void cmd_kill(void)
+{
+	unsigned long cycles = opt_n ? opt_n : 20;
+
+	for (unsigned long i = 0; i < cycles; i++) {
+		int pipefd[2], status;
+		char c;
+		pid_t pid;
+
+		CHECK(!pipe(pipefd), "pipe");
+		pid = fork();
+		CHECK(pid >= 0, "fork");
+		if (!pid) {
+			size_t bytes = opt_slot_bytes * opt_slots;
+			int fd = dev_open();
+			uint8_t *ring = ring_alloc(bytes);
+			uint32_t h = reg_ring(fd, ring, opt_slot_bytes, opt_slots,
+					      FPGA_P2P_DIR_C2H, 0);
+			struct stream_stats st;
+
+			start(fd, h, FPGA_P2P_SRC_TEST_PATTERN, 0, 0);
+			stream_verify(fd, h, ring, opt_slot_bytes,
+				      opt_slot_bytes, 2, &st, 0);
+			CHECK(write(pipefd[1], "x", 1) == 1, "pipe");
+			stream_verify(fd, h, ring, opt_slot_bytes,
+				      opt_slot_bytes, ~0UL >> 1, &st, 0);
+			_exit(0);
+		}
+		close(pipefd[1]);
+		CHECK(read(pipefd[0], &c, 1) == 1, "child did not stream");
+		usleep((i % 7) * 3000);
+		kill(pid, SIGKILL);
+		CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+		CHECK(WIFSIGNALED(status), "child exited by itself");
+		close(pipefd[0]);
+		shim_check_clean();
+	}
+	result("kill", "%lu kill -9 cycles while streaming, nothing leaked",
+	       cycles);
+}
+
+/* --- hostile ioctls ------------------------------------------------------ */
+
+static uint64_t rnd_state = 0x9E3779B97F4A7C15ULL;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+static uint64_t pick64(uint64_t good)
+{
+	static const uint64_t odd[] = {
+		0, 1, 4095, 4096, 4097, 0x7fffffff, 0x80000000, 0xffffffff,
+		0x100000000ULL, 0xfffffffffffff000ULL, 0xffffffffffffffffULL,
+		0xffff800000000000ULL, 1ULL << 47, (1ULL << 47) - 4096,
+	};
+
+	switch (rnd() % 4) {
+	case 0:
+		return good;
+	case 1:
+		return odd[rnd() % (sizeof(odd) / sizeof(odd[0]))];
+	case 2:
+		return good + (rnd() % 3) * 4096 - 4096;
+	default:
+		return rnd();
+	}
+}
+
+static void cmd_fuzz(void)
+{
+	unsigned long calls = opt_n ? opt_n : 20000;
+	static const unsigned long cmds[] = {
+		FPGA_P2P_IOC_INFO, FPGA_P2P_IOC_REGISTER, FPGA_P2P_IOC_UNREGISTER,
+		FPGA_P2P_IOC_START, FPGA_P2P_IOC_STOP, FPGA_P2P_IOC_RELEASE,
+		FPGA_P2P_IOC_COUNTERS, FPGA_P2P_IOC_TX_SUBMIT, FPGA_P2P_IOC_WAIT,
+		_IOC(_IOC_READ | _IOC_WRITE, FPGA_P2P_IOC_MAGIC, 0x01, 8),
+		_IOC(_IOC_READ | _IOC_WRITE, FPGA_P2P_IOC_MAGIC, 0x08, 16),
+		_IOC(_IOC_WRITE, FPGA_P2P_IOC_MAGIC, 0x03, 4),
+		_IOC(_IOC_WRITE, FPGA_P2P_IOC_MAGIC, 0x7f, 4), 0x1234,
+	};
+	size_t bytes = 64 * 4096;
+	uint8_t *good = ring_alloc(bytes);
+	uint8_t *ro = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+			   -1, 0);
+	uint8_t *unmapped = mmap(NULL, bytes, PROT_NONE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint32_t handles[8] = { 0, 1, 2, 3, 0xffffffff };
+	unsigned long ok = 0, errs = 0, n;
+	int fds[3];
+
+	munmap(unmapped, bytes);
+	for (int i = 0; i < 3; i++)
+		fds[i] = dev_open();
+	for (n = 0; n < calls; n++) {
+		int fd = fds[rnd() % 3];
+		unsigned long cmd = cmds[rnd() % (sizeof(cmds) / sizeof(cmds[0]))];
+		union {
+			struct fpga_p2p_ring r;
+			struct fpga_p2p_start s;
+			struct fpga_p2p_release rel;
+			struct fpga_p2p_tx tx;
+			struct fpga_p2p_wait w;
+			uint32_t h;
+			uint8_t raw[256];
+		} a;
+		void *arg = &a;
+		uint8_t *bases[] = { good, ro, unmapped, good + 4096 };
+		int ret;
+
+		memset(&a, 0, sizeof(a));
+		switch (_IOC_NR(cmd)) {
+		case 0x01:
+			a.r.addr = pick64((uintptr_t)bases[rnd() % 4]);
+			a.r.slot_bytes = pick64(4096 << (rnd() % 4));
+			a.r.nr_slots = pick64(2 + rnd() % 4);
+			a.r.direction = pick64(rnd() % 2);
+			a.r.chunk_bytes = a.r.direction ? pick64(0) : pick64(4096);
+			if (!(rnd() % 8))
+				a.r.reserved[rnd() % 2] = rnd();
+			break;
+		case 0x02:
+		case 0x04:
+			a.h = handles[rnd() % 8];
+			break;
+		case 0x03:
+			a.s.handle = handles[rnd() % 8];
+			a.s.source = pick64(1);
+			a.s.chunk_period_ns = pick64(1000);
+			a.s.flags = pick64(0);
+			a.s.playback_frames = pick64(0);
+			a.s.event_timeout_ms = pick64(10);
+			if (!(rnd() % 8))
+				a.s.reserved[rnd() % 2] = rnd();
+			break;
+		case 0x05:
+			a.rel.handle = handles[rnd() % 8];
+			a.rel.slot = pick64(rnd() % 4);
+			break;
+		case 0x07:
+			a.tx.handle = handles[rnd() % 8];
+			a.tx.slot = pick64(rnd() % 4);
+			a.tx.bytes = pick64(4096);
+			a.tx.target = pick64(rnd() % 3);
+			a.tx.index = pick64(0);
+			a.tx.reserved0 = rnd() % 8 ? 0 : 1;
+			a.tx.cookie = rnd();
+			break;
+		case 0x08:
+			a.w.release_handle = handles[rnd() % 8];
+			a.w.release_slot = rnd() % 2 ? FPGA_P2P_NO_SLOT : rnd() % 5;
+			a.w.timeout_ms = 1 + rnd() % 3;
+			a.w.reserved0 = rnd() % 8 ? 0 : 1;
+			break;
+		default:
+			for (size_t i = 0; i < sizeof(a.raw); i++)
+				a.raw[i] = rnd();
+		}
+		switch (rnd() % 16) {
+		case 0:
+			arg = NULL;
+			break;
+		case 1:
+			arg = (void *)(uintptr_t)0xffffffffffff0000ULL;
+			break;
+		case 2:
+			arg = unmapped;
+			break;
+		case 3:
+			arg = ro;
+			break;
+		}
+		ret = ioctl(fd, cmd, arg);
+		if (ret == 0) {
+			ok++;
+			if (_IOC_NR(cmd) == 0x01 && arg == &a) {
+				handles[5 + rnd() % 3] = a.r.handle;
+				/* Sometimes leave it running, sometimes stream. */
+				if (!a.r.direction && rnd() % 2) {
+					struct fpga_p2p_start s = {
+						.handle = a.r.handle,
+						.source = 1,
+						.chunk_period_ns = 100000,
+					};
+
+					ioctl(fd, FPGA_P2P_IOC_START, &s);
+				}
+			}
+		} else {
+			CHECK(errno != 0, "no errno");
+			errs++;
+		}
+		if (!(rnd() % 500)) {
+			/* Close and reopen: everything must go away cleanly. */
+			int i = rnd() % 3;
+
+			close(fds[i]);
+			fds[i] = dev_open();
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	munmap(good, bytes);
+	munmap(ro, bytes);
+	shim_check_clean();
+	result("fuzz", "%lu hostile ioctls: %lu succeeded, %lu errno", n, ok, errs);
+}
+
+/* Transmit while capturing; play back uploaded frames and compare. */
+static void cmd_duplex(void)
+{
+	unsigned long frames = opt_n ? opt_n : 200;
+	size_t cbytes = opt_slot_bytes * opt_slots;
+	const unsigned int txslots = 4, pbn = 3;
+	size_t tbytes = opt_slot_bytes * txslots;
+	struct fpga_p2p_counters c0, c1;
+	int cfd = dev_open(), tfd = dev_open();
+	uint8_t *cring = ring_alloc(cbytes), *tring = ring_alloc(tbytes);
+	uint32_t ch, th, rel = FPGA_P2P_NO_SLOT;
+	unsigned long sent = 0, done = 0, got = 0;
+	uint64_t cookie = 1000;
+	int64_t last = -1;
+
+	counters(cfd, &c0);
+	th = reg_ring(tfd, tring, opt_slot_bytes, txslots, FPGA_P2P_DIR_H2C, 0);
+	/* Upload pbn playback frames, each filled with its own value. */
+	for (unsigned int i = 0; i < pbn; i++) {
+		struct fpga_p2p_tx tx = {
+			.handle = th, .slot = i, .bytes = opt_slot_bytes,
+			.target = FPGA_P2P_TX_PLAYBACK, .index = i, .cookie = i,
+		};
+
+		memset(tring + i * opt_slot_bytes, 0xA0 + i, opt_slot_bytes);
+		CHECK(!ioctl(tfd, FPGA_P2P_IOC_TX_SUBMIT, &tx), "TX: %s",
+		      strerror(errno));
+		CHECK(ioctl(tfd, FPGA_P2P_IOC_TX_SUBMIT, &tx) && errno == EBUSY,
+		      "double submit");
+	}
+	for (unsigned int i = 0; i < pbn; i++) {
+		struct fpga_p2p_event ev;
+
+		CHECK(!wait_ev(tfd, FPGA_P2P_NO_SLOT, FPGA_P2P_NO_SLOT, &ev),
+		      "TX_DONE");
+		CHECK(ev.type == FPGA_P2P_EV_TX_DONE && ev.cookie == i &&
+		      !ev.flags, "tx event %u cookie %llu", ev.type,
+		      (unsigned long long)ev.cookie);
+	}
+	ch = reg_ring(cfd, cring, opt_slot_bytes, opt_slots, FPGA_P2P_DIR_C2H, 0);
+	start(cfd, ch, FPGA_P2P_SRC_PLAYBACK, 0, pbn);
+	/* Capture played-back frames while transmitting detection lists. */
+	while (got < frames) {
+		struct fpga_p2p_event ev;
+		struct pollfd p = { .fd = tfd, .events = POLLIN };
+
+		if (sent - done < txslots) {
+			struct fpga_p2p_tx tx = {
+				.handle = th, .slot = sent % txslots,
+				.bytes = 4096 * (1 + sent % 3),
+				.target = FPGA_P2P_TX_DETECTIONS,
+				.cookie = cookie + sent,
+			};
+
+			CHECK(!ioctl(tfd, FPGA_P2P_IOC_TX_SUBMIT, &tx),
+			      "TX %lu: %s", sent, strerror(errno));
+			sent++;
+		}
+		while (poll(&p, 1, 0) == 1) {
+			CHECK(!wait_ev(tfd, FPGA_P2P_NO_SLOT, FPGA_P2P_NO_SLOT,
+				       &ev), "TX_DONE");
+			CHECK(ev.type == FPGA_P2P_EV_TX_DONE &&
+			      ev.cookie == cookie + done, "tx order");
+			done++;
+		}
+		CHECK(!wait_ev(cfd, ch, rel, &ev), "capture WAIT");
+		CHECK(ev.type == FPGA_P2P_EV_FRAME, "capture event");
+		if (last >= 0)
+			CHECK(ev.sequence == (uint64_t)last + 1 + ev.dropped,
+			      "sequence");
+		last = ev.sequence;
+		{
+			uint8_t want = 0xA0 + ev.sequence % pbn;
+			uint8_t *s = cring + ev.slot * opt_slot_bytes;
+
+			for (size_t i = 0; i < opt_slot_bytes; i++)
+				CHECK(s[i] == want, "playback byte %zu", i);
+			CHECK(crc32_buf(s, ev.bytes) == ev.crc32, "playback CRC");
+		}
+		rel = ev.slot;
+		got++;
+	}
+	counters(cfd, &c1);
+	CHECK(c1.tx_completed - c0.tx_completed >= done + pbn, "tx counters");
+	CHECK(!ioctl(cfd, FPGA_P2P_IOC_UNREGISTER, &ch), "UNREGISTER");
+	CHECK(!ioctl(tfd, FPGA_P2P_IOC_UNREGISTER, &th), "UNREGISTER tx");
+	close(cfd);
+	close(tfd);
+	result("duplex", "%lu played-back frames verified while %lu transmits "
+	       "completed", got, done);
+}
+
+/* The model device goes away under open files and streaming. */
+static void cmd_remove(void)
+{
+	size_t bytes = opt_slot_bytes * opt_slots;
+	int fd = dev_open();
+	uint8_t *ring = ring_alloc(bytes);
+	uint32_t h = reg_ring(fd, ring, opt_slot_bytes, opt_slots,
+			      FPGA_P2P_DIR_C2H, 0);
+	struct fpga_p2p_event ev;
+	struct stream_stats st;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int ret;
+
+	start(fd, h, FPGA_P2P_SRC_TEST_PATTERN, 0, 0);
+	stream_verify(fd, h, ring, opt_slot_bytes, opt_slot_bytes, 5, &st, 0);
+	write_file(MODEL_DIR "/remove", "0");
+	do
+		ret = wait_ev(fd, FPGA_P2P_NO_SLOT, FPGA_P2P_NO_SLOT, &ev);
+	while (!ret);
+	CHECK(ret == -ENODEV, "WAIT after removal: %s", strerror(-ret));
+	CHECK(poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)),
+	      "poll after removal");
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_UNREGISTER, &h), "UNREGISTER: %s",
+	      strerror(errno));
+	shim_check_clean();
+	close(fd);
+	CHECK(open(dev_path, O_RDWR) < 0, "device node still opens");
+	write_file(MODEL_DIR "/add", "1");
+	result("remove", "device removed while streaming; file closed cleanly");
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd;
+	int opt;
+
+	crc_init();
+	if (argc < 2) {
+		fprintf(stderr, "usage: see the source\n");
+		return 2;
+	}
+	cmd = argv[1];
+	optind = 2;
+	while ((opt = getopt(argc, argv, "d:n:s:b:c:p:e")) != -1) {
+		switch (opt) {
+		case 'd': dev_path = optarg; break;
+		case 'n': opt_n = strtoul(optarg, NULL, 0); break;
+		case 's': opt_slots = strtoul(optarg, NULL, 0); break;
+		case 'b': opt_slot_bytes = strtoul(optarg, NULL, 0); break;
+		case 'c': opt_chunk_bytes = strtoul(optarg, NULL, 0); break;
+		case 'p': opt_period = strtoul(optarg, NULL, 0); break;
+		case 'e': opt_events = 1; break;
+		default: return 2;
+		}
+	}
+	if (!strcmp(cmd, "info"))
+		cmd_info();
+	else if (!strcmp(cmd, "stream"))
+		cmd_stream();
+	else if (!strcmp(cmd, "hold"))
+		cmd_hold();
+	else if (!strcmp(cmd, "faults"))
+		cmd_faults();
+	else if (!strcmp(cmd, "revoke"))
+		cmd_revoke();
+	else if (!strcmp(cmd, "kill"))
+		cmd_kill();
+	else if (!strcmp(cmd, "fuzz"))
+		cmd_fuzz();
+	else if (!strcmp(cmd, "duplex"))
+		cmd_duplex();
+	else if (!strcmp(cmd, "remove"))
+		cmd_remove();
+	else if (!strcmp(cmd, "holdopen")) {
+		int fd = dev_open();
+
+		pause();
+		close(fd);
+	} else {
+		fprintf(stderr, "unknown command %s\n", cmd);
+		return 2;
+	}
+	return 0;
+}
