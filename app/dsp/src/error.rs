@@ -23,6 +23,9 @@ pub enum DspError {
     /// The CUDA backend could not be used (libraries, device, compile, launch).
     #[error("cuda: {0}")]
     Cuda(String),
+    /// A backend failed for a reason of its own (a worker thread died).
+    #[error("backend: {0}")]
+    Backend(String),
     #[error("{context}: {source}")]
     Io {
         context: String,

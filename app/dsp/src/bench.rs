@@ -1,0 +1,543 @@
+//! `radar-dsp bench`: latency and throughput of a backend on one geometry.
+//!
+//! What it measures (all on generated frames, several different ones, each
+//! in its own ring slot, used in rotation so no frame is processed twice in
+//! a row):
+//! - end to end, from "frame complete in the slot" to "detections readable
+//!   on the host" (the `process` call: graph launch on the slot, stream
+//!   sync, detections copied out of mapped memory), host clock, per frame;
+//!   slots in mapped pinned memory for CUDA, plain memory for the CPU;
+//! - CUDA only: the same with the frames already resident in device memory,
+//!   the GPU time of one graph replay (events around the launch) for both
+//!   inputs, the per-stage GPU time from a separate instrumented run that
+//!   launches the stages one by one with events between them, the kernels
+//!   per frame (kernel nodes in the captured graph), and the device-to-device
+//!   copy bandwidth for the "bytes over bandwidth" floor.
+//!
+//! Percentiles are nearest-rank over the timed frames after a warm-up.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::backend::{Backend, FrameInput, SlotAddr};
+use crate::config::ChainConfig;
+use crate::cpu::CpuBackend;
+use crate::cuda::{CudaBackend, MappedHostBuffer};
+use crate::detection::Detections;
+use crate::error::DspError;
+use crate::scene::{Scene, SceneGenerator, Target};
+use crate::select::BackendKind;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub backend: BackendKind,
+    pub cfg: ChainConfig,
+    /// Timed frames (after the warm-up); `None`: 10000 for CUDA, 200 for the CPU.
+    pub frames: Option<usize>,
+    pub warmup: usize,
+    /// Ring slots, each holding a different generated frame.
+    pub slots: usize,
+    /// Instrumented stage-by-stage runs (CUDA).
+    pub stage_reps: usize,
+    pub seed: u64,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            backend: BackendKind::Cuda,
+            cfg: ChainConfig::default(),
+            frames: None,
+            warmup: 50,
+            slots: 8,
+            stage_reps: 1000,
+            seed: 1,
+        }
+    }
+}
+
+/// Summary of a set of per-frame times, in microseconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyStats {
+    pub frames: usize,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    /// Frames per second when frames are processed back to back.
+    pub throughput_fps: f64,
+}
+
+impl LatencyStats {
+    /// `wall_s`: the wall time of the whole timed loop (for throughput).
+    pub fn from_samples(samples_us: &[f64], wall_s: f64) -> Self {
+        let mut v = samples_us.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let rank = |q: f64| -> f64 {
+            if n == 0 {
+                return f64::NAN;
+            }
+            let k = ((q * n as f64).ceil() as usize).clamp(1, n);
+            v[k - 1]
+        };
+        LatencyStats {
+            frames: n,
+            mean_us: if n == 0 {
+                f64::NAN
+            } else {
+                v.iter().sum::<f64>() / n as f64
+            },
+            p50_us: rank(0.50),
+            p99_us: rank(0.99),
+            p999_us: rank(0.999),
+            max_us: v.last().copied().unwrap_or(f64::NAN),
+            throughput_fps: if wall_s > 0.0 { n as f64 / wall_s } else { 0.0 },
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StageStats {
+    pub stage: String,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+/// METHOD.md's "two numbers" for this geometry.
+#[derive(Clone, Debug, Serialize)]
+pub struct Floors {
+    /// The frame, read once (the least any implementation must move).
+    pub input_bytes: usize,
+    /// What this chain moves through device memory per frame, counted per
+    /// stage from the buffer sizes (each stage reads its inputs once and
+    /// writes its outputs once).
+    pub chain_bytes: usize,
+    /// Floating-point operations of the FFTs (5 N log2 N per transform) and
+    /// the power sum.
+    pub flops: f64,
+    /// Measured device-to-device copy bandwidth (bytes read + written / s).
+    pub device_bandwidth_gbps: Option<f64>,
+    /// chain_bytes / device bandwidth.
+    pub chain_floor_us: Option<f64>,
+    /// input_bytes / device bandwidth (resident frame, ideal fused chain).
+    pub input_floor_us: Option<f64>,
+    /// Mapped-memory read bandwidth seen by the first stage (frame bytes /
+    /// median time of convert+window from the mapped slot).
+    pub mapped_read_gbps: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    pub backend: String,
+    pub device: String,
+    pub n_tx: usize,
+    pub n_rx: usize,
+    pub n_loops: usize,
+    pub n_samples: usize,
+    pub frame_bytes: usize,
+    pub slots: usize,
+    pub kernels_per_frame: Option<usize>,
+    /// Detections per frame, averaged over the slots' frames.
+    pub mean_detections: f64,
+    /// Slot in mapped pinned memory (CUDA) or host memory (CPU) to
+    /// detections on the host.
+    pub end_to_end: LatencyStats,
+    /// The same with the frame resident in device memory (CUDA).
+    pub end_to_end_resident: Option<LatencyStats>,
+    /// GPU time of one graph replay, frame in the mapped slot.
+    pub gpu_graph_mapped: Option<LatencyStats>,
+    /// GPU time of one graph replay, frame resident in device memory.
+    pub gpu_graph_resident: Option<LatencyStats>,
+    pub stages_mapped: Vec<StageStats>,
+    pub stages_resident: Vec<StageStats>,
+    pub floors: Floors,
+    pub unix_time: u64,
+}
+
+/// The frames the benchmark rotates through: a few targets at varied
+/// ranges, velocities, angles and SNRs over 32 LSB noise, different per slot.
+fn bench_scene(cfg: &ChainConfig, k: usize) -> Scene {
+    let g = &cfg.geometry;
+    let n = 4 + (k * 5) % 13;
+    let targets = (0..n)
+        .map(|t| {
+            let u = |salt: usize| {
+                // A cheap deterministic spread in [0, 1).
+                let x = ((k * 7919 + t * 104_729 + salt * 1_299_709) % 10_007) as f64;
+                x / 10_007.0
+            };
+            Target::at_bins(
+                cfg,
+                2.0 + u(1) * (g.n_samples as f64 - 4.0),
+                1.0 + u(2) * (g.n_loops as f64 - 2.0),
+                -60.0 + 120.0 * u(3),
+                -25.0 + 30.0 * u(4),
+            )
+        })
+        .collect();
+    Scene {
+        noise_rms_lsb: 32.0,
+        targets,
+    }
+}
+
+fn generate(cfg: &ChainConfig, k: usize, seed: u64, out: &mut [u8]) -> Result<(), DspError> {
+    let generator = SceneGenerator::new(cfg, &bench_scene(cfg, k), seed + k as u64)?;
+    generator.frame_into(k as u64, out)?;
+    Ok(())
+}
+
+fn chain_floors(cfg: &ChainConfig) -> Floors {
+    let g = &cfg.geometry;
+    let samples = g.n_chirps() * g.n_rx * g.n_samples;
+    let cells = g.n_loops * g.n_samples;
+    let complex = samples * 8;
+    let input = g.frame_bytes();
+    let chain_bytes = input + complex // convert: read int16, write complex
+        + 2 * complex // range FFT in place
+        + if cfg.chain.clutter_removal { 2 * complex } else { 0 }
+        + 2 * complex // Doppler FFT in place
+        + complex + cells * 4 // power: read X, write P
+        + cells * 4; // CFAR: read P
+    let log2 = |n: usize| n.trailing_zeros() as f64;
+    let flops = 5.0 * g.n_samples as f64 * log2(g.n_samples) * (g.n_chirps() * g.n_rx) as f64
+        + 5.0 * g.n_loops as f64 * log2(g.n_loops) * (g.n_virtual() * g.n_samples) as f64
+        + 4.0 * samples as f64;
+    Floors {
+        input_bytes: input,
+        chain_bytes,
+        flops,
+        device_bandwidth_gbps: None,
+        chain_floor_us: None,
+        input_floor_us: None,
+        mapped_read_gbps: None,
+    }
+}
+
+fn stage_stats(t: &[crate::cuda::StageTiming]) -> Vec<StageStats> {
+    t.iter()
+        .map(|s| {
+            let l = LatencyStats::from_samples(&s.samples_us, 0.0);
+            StageStats {
+                stage: s.name.to_string(),
+                p50_us: l.p50_us,
+                p99_us: l.p99_us,
+                max_us: l.max_us,
+            }
+        })
+        .collect()
+}
+
+/// Time `process` on slot frames in rotation.
+fn time_process(
+    backend: &mut dyn Backend,
+    slots: &[&[u8]],
+    warmup: usize,
+    frames: usize,
+    dets: &mut Detections,
+    expect: &[usize],
+) -> Result<LatencyStats, DspError> {
+    let mut samples = Vec::with_capacity(frames);
+    let mut wall = 0.0f64;
+    for k in 0..warmup + frames {
+        let s = k % slots.len();
+        let t0 = Instant::now();
+        backend.process(
+            FrameInput {
+                bytes: slots[s],
+                slot: Some(s),
+            },
+            dets,
+        )?;
+        let dt = t0.elapsed().as_secs_f64();
+        if dets.list.len() != expect[s] {
+            return Err(DspError::Backend(format!(
+                "slot {s}: {} detections, {} the first time: the backend is not deterministic",
+                dets.list.len(),
+                expect[s]
+            )));
+        }
+        if k >= warmup {
+            samples.push(dt * 1e6);
+            wall += dt;
+        }
+    }
+    Ok(LatencyStats::from_samples(&samples, wall))
+}
+
+pub fn run(opts: &BenchOptions) -> Result<BenchReport, DspError> {
+    opts.cfg.validate()?;
+    if opts.slots == 0 {
+        return Err(DspError::config("--slots", "must be at least 1"));
+    }
+    let kind = match opts.backend {
+        BackendKind::Auto => match crate::cuda::probe() {
+            Ok(_) => BackendKind::Cuda,
+            Err(_) => BackendKind::Cpu,
+        },
+        k => k,
+    };
+    match kind {
+        BackendKind::Cuda => run_cuda(opts),
+        _ => run_cpu(opts),
+    }
+}
+
+fn unix_time() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchReport {
+    let g = &opts.cfg.geometry;
+    BenchReport {
+        backend: backend.to_string(),
+        device,
+        n_tx: g.n_tx,
+        n_rx: g.n_rx,
+        n_loops: g.n_loops,
+        n_samples: g.n_samples,
+        frame_bytes: g.frame_bytes(),
+        slots: opts.slots,
+        kernels_per_frame: None,
+        mean_detections: 0.0,
+        end_to_end: LatencyStats::from_samples(&[], 0.0),
+        end_to_end_resident: None,
+        gpu_graph_mapped: None,
+        gpu_graph_resident: None,
+        stages_mapped: Vec::new(),
+        stages_resident: Vec::new(),
+        floors: chain_floors(&opts.cfg),
+        unix_time: unix_time(),
+    }
+}
+
+fn run_cpu(opts: &BenchOptions) -> Result<BenchReport, DspError> {
+    let cfg = &opts.cfg;
+    let fb = cfg.geometry.frame_bytes();
+    let mut slots = vec![vec![0u8; fb]; opts.slots];
+    for (k, s) in slots.iter_mut().enumerate() {
+        generate(cfg, k, opts.seed, s)?;
+    }
+    let mut backend = CpuBackend::new(cfg)?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut report = report_base(opts, "cpu", format!("{threads} CPU threads (rustfft)"));
+    let views: Vec<&[u8]> = slots.iter().map(|s| s.as_slice()).collect();
+    let mut dets = Detections::with_capacity(cfg.chain.max_detections);
+    let expect = first_counts(&mut backend, &views, &mut dets)?;
+    report.mean_detections = mean(&expect);
+    let frames = opts.frames.unwrap_or(200);
+    report.end_to_end = time_process(
+        &mut backend,
+        &views,
+        opts.warmup.min(20),
+        frames,
+        &mut dets,
+        &expect,
+    )?;
+    Ok(report)
+}
+
+fn first_counts(
+    backend: &mut dyn Backend,
+    views: &[&[u8]],
+    dets: &mut Detections,
+) -> Result<Vec<usize>, DspError> {
+    let mut v = Vec::with_capacity(views.len());
+    for (s, bytes) in views.iter().enumerate() {
+        backend.process(
+            FrameInput {
+                bytes,
+                slot: Some(s),
+            },
+            dets,
+        )?;
+        v.push(dets.list.len());
+    }
+    Ok(v)
+}
+
+fn mean(v: &[usize]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<usize>() as f64 / v.len() as f64
+    }
+}
+
+fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
+    let cfg = &opts.cfg;
+    let fb = cfg.geometry.frame_bytes();
+    let mut backend = CudaBackend::new(cfg)?;
+    let mut report = report_base(opts, "cuda", backend.device().to_string());
+    report.kernels_per_frame = Some(backend.kernels_per_frame());
+
+    // The ring: one mapped pinned allocation per slot, each a different frame.
+    let mut ring = Vec::with_capacity(opts.slots);
+    for k in 0..opts.slots {
+        let mut buf = backend.mapped_buffer(fb)?;
+        generate(cfg, k, opts.seed, &mut buf.as_mut_slice()[..fb])?;
+        ring.push(buf);
+    }
+    let addrs: Vec<SlotAddr> = ring
+        .iter()
+        .map(|b: &MappedHostBuffer| SlotAddr {
+            host_ptr: b.host_ptr() as usize,
+            device_ptr: Some(b.device_ptr()),
+            bytes: fb,
+        })
+        .collect();
+    backend.prepare_slots(&addrs)?;
+    for b in &ring {
+        backend.add_resident_frame(&b.as_slice()[..fb])?;
+    }
+    let views: Vec<&[u8]> = ring.iter().map(|b| &b.as_slice()[..fb]).collect();
+    let mut dets = Detections::with_capacity(cfg.chain.max_detections);
+    let expect = first_counts(&mut backend, &views, &mut dets)?;
+    report.mean_detections = mean(&expect);
+    let frames = opts.frames.unwrap_or(10_000);
+
+    report.end_to_end = time_process(
+        &mut backend,
+        &views,
+        opts.warmup,
+        frames,
+        &mut dets,
+        &expect,
+    )?;
+
+    // Resident frames: launch, wait, read, host-timed.
+    let mut samples = Vec::with_capacity(frames);
+    let mut wall = 0.0;
+    for k in 0..opts.warmup + frames {
+        let s = k % ring.len();
+        let t0 = Instant::now();
+        backend.launch_resident(s)?;
+        backend.wait()?;
+        backend.read_detections(&mut dets);
+        let dt = t0.elapsed().as_secs_f64();
+        if dets.list.len() != expect[s] {
+            return Err(DspError::Cuda(format!(
+                "resident frame {s}: {} detections, {} from its slot",
+                dets.list.len(),
+                expect[s]
+            )));
+        }
+        if k >= opts.warmup {
+            samples.push(dt * 1e6);
+            wall += dt;
+        }
+    }
+    report.end_to_end_resident = Some(LatencyStats::from_samples(&samples, wall));
+
+    let gpu_reps = frames.min(5000);
+    let mapped = backend.graph_gpu_times(false, ring.len(), gpu_reps)?;
+    report.gpu_graph_mapped = Some(LatencyStats::from_samples(&mapped, 0.0));
+    let resident = backend.graph_gpu_times(true, ring.len(), gpu_reps)?;
+    report.gpu_graph_resident = Some(LatencyStats::from_samples(&resident, 0.0));
+
+    report.stages_mapped = stage_stats(&backend.stage_times(Some(0), None, opts.stage_reps)?);
+    report.stages_resident = stage_stats(&backend.stage_times(None, Some(0), opts.stage_reps)?);
+
+    let bw = backend.copy_bandwidth_gbps(256 << 20, 20)?;
+    let f = &mut report.floors;
+    f.device_bandwidth_gbps = Some(bw);
+    f.chain_floor_us = Some(f.chain_bytes as f64 / (bw * 1e3));
+    f.input_floor_us = Some(f.input_bytes as f64 / (bw * 1e3));
+    if let Some(conv) = report.stages_mapped.first() {
+        f.mapped_read_gbps = Some(f.input_bytes as f64 / (conv.p50_us * 1e3));
+    }
+    Ok(report)
+}
+
+fn fmt_lat(name: &str, l: &LatencyStats) -> String {
+    format!(
+        "{name:<44} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.0}\n",
+        l.mean_us, l.p50_us, l.p99_us, l.p999_us, l.max_us, l.throughput_fps
+    )
+}
+
+/// The human-readable table.
+pub fn table(r: &BenchReport) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "backend {} on {}; geometry {} TX x {} RX x {} loops x {} samples ({} bytes/frame), {} slots\n",
+        r.backend, r.device, r.n_tx, r.n_rx, r.n_loops, r.n_samples, r.frame_bytes, r.slots
+    ));
+    if let Some(k) = r.kernels_per_frame {
+        s.push_str(&format!("kernels per frame (graph kernel nodes): {k}\n"));
+    }
+    s.push_str(&format!(
+        "detections per frame (mean over the slots' frames): {:.1}\n\n",
+        r.mean_detections
+    ));
+    s.push_str(&format!(
+        "{:<44} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
+        "per frame, microseconds", "mean", "p50", "p99", "p99.9", "max", "frames/s"
+    ));
+    let slot_kind = if r.backend == "cuda" {
+        "end to end, mapped pinned slot"
+    } else {
+        "end to end, host memory slot"
+    };
+    s.push_str(&fmt_lat(
+        &format!("{slot_kind} (n={})", r.end_to_end.frames),
+        &r.end_to_end,
+    ));
+    if let Some(l) = &r.end_to_end_resident {
+        s.push_str(&fmt_lat(
+            &format!("end to end, resident frame (n={})", l.frames),
+            l,
+        ));
+    }
+    if let Some(l) = &r.gpu_graph_mapped {
+        s.push_str(&fmt_lat(
+            &format!("GPU graph, mapped slot (n={})", l.frames),
+            l,
+        ));
+    }
+    if let Some(l) = &r.gpu_graph_resident {
+        s.push_str(&fmt_lat(
+            &format!("GPU graph, resident frame (n={})", l.frames),
+            l,
+        ));
+    }
+    if !r.stages_resident.is_empty() {
+        s.push_str(&format!(
+            "\n{:<28} {:>12} {:>12} {:>12} {:>12}\n",
+            "stage (instrumented run)", "mapped p50", "mapped p99", "resident p50", "resident p99"
+        ));
+        for (m, d) in r.stages_mapped.iter().zip(&r.stages_resident) {
+            s.push_str(&format!(
+                "{:<28} {:>12.2} {:>12.2} {:>12.2} {:>12.2}\n",
+                m.stage, m.p50_us, m.p99_us, d.p50_us, d.p99_us
+            ));
+        }
+    }
+    let f = &r.floors;
+    s.push_str(&format!(
+        "\nbytes: frame {:.2} MiB (the least that must move), this chain {:.2} MiB through device memory; {:.1} MFLOP\n",
+        f.input_bytes as f64 / 1048576.0,
+        f.chain_bytes as f64 / 1048576.0,
+        f.flops / 1e6
+    ));
+    if let (Some(bw), Some(cf), Some(inf)) =
+        (f.device_bandwidth_gbps, f.chain_floor_us, f.input_floor_us)
+    {
+        s.push_str(&format!(
+            "device copy bandwidth {bw:.0} GB/s: floor {cf:.1} us for this chain, {inf:.1} us for one read of the frame\n"
+        ));
+    }
+    if let Some(m) = f.mapped_read_gbps {
+        s.push_str(&format!(
+            "mapped slot read by convert+window: {m:.1} GB/s\n"
+        ));
+    }
+    s
+}

@@ -1,0 +1,386 @@
+//! CUDA backend (spec v1 on the GPU): NVRTC-compiled kernels around three
+//! cuFFT plans, captured once per ring slot as a CUDA graph and replayed per
+//! frame. See `kernels.cu` for the data flow and `docs/performance.md` for
+//! the figures.
+//!
+//! cudarc loads libcuda, libnvrtc and libcufft at run time and panics when
+//! one is missing, so [`probe`] checks all three before the first cudarc
+//! call; every failure after that is a [`DspError::Cuda`], never a panic.
+
+mod device;
+mod mapped;
+mod pipeline;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, sys};
+
+use crate::backend::{Backend, FrameInput, SlotAddr};
+use crate::config::ChainConfig;
+use crate::detection::Detections;
+use crate::error::DspError;
+
+pub use mapped::MappedHostBuffer;
+pub use pipeline::StageTiming;
+
+use pipeline::{Pipeline, SlotGraph};
+
+/// The device the backend runs on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+}
+
+impl std::fmt::Display for DeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (device {}, sm_{}{})",
+            self.name, self.ordinal, self.compute_capability.0, self.compute_capability.1
+        )
+    }
+}
+
+/// Names of the CUDA libraries that cannot be loaded (empty when all can).
+pub fn missing_libraries() -> Vec<&'static str> {
+    let mut missing = Vec::new();
+    // SAFETY: each check only tries to dlopen the library under the names
+    // cudarc would use, and closes it again; no CUDA function is called.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        missing.push("libcuda");
+    }
+    // SAFETY: as above.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        missing.push("libnvrtc");
+    }
+    // SAFETY: as above.
+    if !unsafe { cudarc::cufft::sys::is_culib_present() } {
+        missing.push("libcufft");
+    }
+    missing
+}
+
+/// Whether the CUDA backend can run here: the three libraries load, the
+/// driver initialises and device 0 exists. The error says why not.
+pub fn probe() -> Result<DeviceInfo, String> {
+    let missing = missing_libraries();
+    if !missing.is_empty() {
+        return Err(format!(
+            "cannot load {} (searched the names cudarc tries, e.g. libcuda.so, libnvrtc.so, libcufft.so; set LD_LIBRARY_PATH)",
+            missing.join(", ")
+        ));
+    }
+    cudarc::driver::result::init().map_err(|e| format!("cuInit failed: {e:?}"))?;
+    let count = cudarc::driver::result::device::get_count()
+        .map_err(|e| format!("cuDeviceGetCount failed: {e:?}"))?;
+    if count < 1 {
+        return Err("the CUDA driver reports no device".to_string());
+    }
+    let ctx = CudaContext::new(0).map_err(|e| format!("cannot open device 0: {e:?}"))?;
+    device_info(&ctx).map_err(|e| e.to_string())
+}
+
+fn device_info(ctx: &Arc<CudaContext>) -> Result<DeviceInfo, DspError> {
+    Ok(DeviceInfo {
+        ordinal: ctx.ordinal(),
+        name: ctx.name().map_err(cuda_err("cuDeviceGetName"))?,
+        compute_capability: ctx
+            .compute_capability()
+            .map_err(cuda_err("compute capability"))?,
+    })
+}
+
+/// Map any cudarc error to a `DspError::Cuda` that says what was attempted.
+pub(crate) fn cuda_err<E: std::fmt::Debug>(what: &'static str) -> impl FnOnce(E) -> DspError {
+    move |e| DspError::Cuda(format!("{what}: {e:?}"))
+}
+
+/// The CUDA implementation of spec v1.
+pub struct CudaBackend {
+    // Field order is drop order: the graphs before the buffers they use.
+    /// The internal mapped slot for frames that are not in a prepared slot.
+    staging: SlotGraph,
+    /// One captured graph per prepared ring slot.
+    slots: Vec<SlotGraph>,
+    /// Frames copied into device memory once (benchmarks).
+    resident: Vec<SlotGraph>,
+    pipeline: Pipeline,
+    info: DeviceInfo,
+    frame_bytes: usize,
+}
+
+// SAFETY: the backend owns its graphs, plans, buffers and stream; nothing is
+// shared with another thread. CUDA graph objects must not be used from two
+// threads at once, which `&mut self`/ownership already rules out; moving the
+// whole backend to another thread is fine (the context is bound on use).
+unsafe impl Send for CudaBackend {}
+
+impl CudaBackend {
+    /// Open device 0, compile the kernels for its architecture, create the
+    /// cuFFT plans, allocate every buffer and capture the staging slot's
+    /// graph; then run that graph once so that any fault shows here.
+    pub fn new(cfg: &ChainConfig) -> Result<Self, DspError> {
+        cfg.validate()?;
+        let missing = missing_libraries();
+        if !missing.is_empty() {
+            return Err(DspError::Cuda(format!(
+                "cannot load {} (set LD_LIBRARY_PATH)",
+                missing.join(", ")
+            )));
+        }
+        cudarc::driver::result::init().map_err(cuda_err("cuInit"))?;
+        let count =
+            cudarc::driver::result::device::get_count().map_err(cuda_err("cuDeviceGetCount"))?;
+        if count < 1 {
+            return Err(DspError::Cuda("no CUDA device".to_string()));
+        }
+        let ctx = CudaContext::new(0).map_err(cuda_err("open device 0"))?;
+        let info = device_info(&ctx)?;
+        // Spin, do not sleep, while waiting for a frame's work: the lowest
+        // wake-up latency, and no system call in the real-time loop.
+        ctx.set_flags(sys::CUctx_flags::CU_CTX_SCHED_SPIN)
+            .map_err(cuda_err("cuCtxSetFlags(SCHED_SPIN)"))?;
+        let pipeline = Pipeline::new(cfg, ctx, info.compute_capability)?;
+        let frame_bytes = cfg.geometry.frame_bytes();
+        let staging = pipeline.mapped_slot(frame_bytes)?;
+        let backend = CudaBackend {
+            info,
+            pipeline,
+            staging,
+            slots: Vec::new(),
+            resident: Vec::new(),
+            frame_bytes,
+        };
+        backend
+            .staging
+            .graph
+            .launch()
+            .map_err(cuda_err("graph launch"))?;
+        backend.pipeline.synchronize()?;
+        Ok(backend)
+    }
+
+    pub fn device(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Names of the stages that [`Self::stage_times`] reports.
+    pub fn stage_names(&self) -> Vec<&'static str> {
+        self.pipeline.stage_names()
+    }
+
+    /// Kernel launches in one frame's graph (cuFFT's included).
+    pub fn kernels_per_frame(&self) -> usize {
+        self.staging.kernels
+    }
+
+    /// Copy a frame into device memory once and capture a graph that reads
+    /// it there; returns its index for [`Self::launch_resident`].
+    pub fn add_resident_frame(&mut self, frame: &[u8]) -> Result<usize, DspError> {
+        self.check_size(frame)?;
+        let g = self.pipeline.resident_slot(frame)?;
+        self.resident.push(g);
+        Ok(self.resident.len() - 1)
+    }
+
+    /// Launch the graph of prepared slot `slot` (the frame must be complete
+    /// in it); pair with [`Self::wait`] and [`Self::read_detections`].
+    pub fn launch_slot(&self, slot: usize) -> Result<(), DspError> {
+        let g = self
+            .slots
+            .get(slot)
+            .ok_or_else(|| DspError::Cuda(format!("slot {slot} was not prepared")))?;
+        g.graph.launch().map_err(cuda_err("graph launch"))
+    }
+
+    pub fn launch_resident(&self, index: usize) -> Result<(), DspError> {
+        let g = self
+            .resident
+            .get(index)
+            .ok_or_else(|| DspError::Cuda(format!("no resident frame {index}")))?;
+        g.graph.launch().map_err(cuda_err("graph launch"))
+    }
+
+    /// A mapped pinned buffer in this backend's context (for rings in tests
+    /// and benchmarks; the appliance's ring comes from tegra-p2p).
+    pub fn mapped_buffer(&self, bytes: usize) -> Result<MappedHostBuffer, DspError> {
+        self.pipeline.mapped_buffer(bytes)
+    }
+
+    /// GPU time (us) of `reps` graph replays, events around each launch,
+    /// rotating over the first `inputs` prepared slots (or resident frames).
+    pub fn graph_gpu_times(
+        &self,
+        resident: bool,
+        inputs: usize,
+        reps: usize,
+    ) -> Result<Vec<f64>, DspError> {
+        let graphs = if resident {
+            &self.resident
+        } else {
+            &self.slots
+        };
+        let n = inputs.min(graphs.len());
+        if n == 0 {
+            return Err(DspError::Cuda(
+                "graph_gpu_times: no inputs prepared".to_string(),
+            ));
+        }
+        let (e0, e1) = self.pipeline.timing_events()?;
+        let mut v = Vec::with_capacity(reps);
+        for k in 0..reps {
+            v.push(self.pipeline.timed_launch(&graphs[k % n].graph, &e0, &e1)?);
+        }
+        Ok(v)
+    }
+
+    /// Device-to-device copy bandwidth in GB/s (bytes read plus written),
+    /// median of `reps` copies of `bytes`.
+    pub fn copy_bandwidth_gbps(&self, bytes: usize, reps: usize) -> Result<f64, DspError> {
+        self.pipeline.copy_bandwidth_gbps(bytes, reps)
+    }
+
+    /// Wait until the launched frame's detections are in host memory.
+    pub fn wait(&self) -> Result<(), DspError> {
+        self.pipeline.synchronize()
+    }
+
+    /// Copy the last frame's detections (already in mapped host memory).
+    pub fn read_detections(&self, out: &mut Detections) {
+        self.pipeline.read_detections(out);
+    }
+
+    /// Per-stage GPU times (microseconds) of `reps` instrumented, non-graph
+    /// runs reading prepared slot `slot`, else resident frame `resident`,
+    /// else the staging slot.
+    pub fn stage_times(
+        &mut self,
+        slot: Option<usize>,
+        resident: Option<usize>,
+        reps: usize,
+    ) -> Result<Vec<StageTiming>, DspError> {
+        let input = match (slot, resident) {
+            (Some(s), _) => self.slots.get(s).map(|g| g.input),
+            (None, Some(r)) => self.resident.get(r).map(|g| g.input),
+            (None, None) => Some(self.staging.input),
+        }
+        .ok_or_else(|| DspError::Cuda("stage_times: no such input".to_string()))?;
+        self.pipeline.stage_times(input, reps)
+    }
+
+    fn check_size(&self, bytes: &[u8]) -> Result<(), DspError> {
+        if bytes.len() != self.frame_bytes {
+            return Err(DspError::FrameSize {
+                got: bytes.len(),
+                want: self.frame_bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn prepare_slots(&mut self, slots: &[SlotAddr]) -> Result<(), DspError> {
+        let mut graphs = Vec::with_capacity(slots.len());
+        for (i, s) in slots.iter().enumerate() {
+            let Some(dptr) = s.device_ptr else {
+                return Err(DspError::Cuda(format!(
+                    "slot {i} has no device pointer (the ring is not in mapped pinned memory)"
+                )));
+            };
+            if s.bytes < self.frame_bytes {
+                return Err(DspError::Cuda(format!(
+                    "slot {i} holds {} bytes, a frame needs {}",
+                    s.bytes, self.frame_bytes
+                )));
+            }
+            if dptr % 16 != 0 || s.host_ptr % 16 != 0 {
+                return Err(DspError::Cuda(format!("slot {i} is not 16-byte aligned")));
+            }
+            graphs.push(self.pipeline.slot_graph(dptr, s.host_ptr)?);
+        }
+        self.slots = graphs;
+        Ok(())
+    }
+
+    fn process(&mut self, frame: FrameInput<'_>, out: &mut Detections) -> Result<(), DspError> {
+        self.check_size(frame.bytes)?;
+        let in_slot = frame.slot.and_then(|i| {
+            self.slots
+                .get(i)
+                .filter(|g| g.host_ptr == frame.bytes.as_ptr() as usize)
+        });
+        let graph = match in_slot {
+            Some(g) => &g.graph,
+            None => {
+                let dst = self
+                    .staging
+                    .mapped
+                    .as_mut()
+                    .ok_or_else(|| DspError::Cuda("staging slot missing".to_string()))?;
+                dst.as_mut_slice()[..frame.bytes.len()].copy_from_slice(frame.bytes);
+                &self.staging.graph
+            }
+        };
+        graph.launch().map_err(cuda_err("graph launch"))?;
+        self.pipeline.synchronize()?;
+        self.pipeline.read_detections(out);
+        Ok(())
+    }
+
+    fn power_map(&mut self, out: &mut Vec<f32>) -> Result<(), DspError> {
+        self.pipeline.power_map(out)
+    }
+}
+
+/// Sanity for the mapped-output layout shared with `kernels.cu`.
+const _: () = assert!(std::mem::size_of::<pipeline::GpuDetection>() == 40);
+const _: () = assert!(std::mem::size_of::<pipeline::OutHeader>() == 16);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NVRTC needs no GPU: where libnvrtc loads, the kernels must compile
+    /// for Orin (sm_87) and Hopper (sm_90) with the default and a custom
+    /// configuration. Set RADAR_PTX_DIR to keep the PTX (for ptxas -v).
+    #[test]
+    fn kernels_compile_with_nvrtc() {
+        // SAFETY: only tries to dlopen libnvrtc.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            println!("skipped: no libnvrtc");
+            return;
+        }
+        let mut custom = ChainConfig::default();
+        custom.geometry.n_loops = 64;
+        custom.geometry.n_samples = 128;
+        custom.chain.clutter_removal = true;
+        custom.chain.max_detections = 100;
+        for (name, cfg) in [("default", ChainConfig::default()), ("custom", custom)] {
+            for cc in [(8, 7), (9, 0)] {
+                let ptx = pipeline::compile_kernels(&cfg, cc)
+                    .unwrap_or_else(|e| panic!("{name} sm_{}{}: {e}", cc.0, cc.1));
+                let text = ptx.to_src();
+                for k in [
+                    "convert_window",
+                    "power_map",
+                    "cfar_peaks",
+                    "select_sort",
+                    "refine_output",
+                ] {
+                    assert!(text.contains(k), "{k} missing from the PTX");
+                }
+                if let Ok(dir) = std::env::var("RADAR_PTX_DIR") {
+                    let path = format!("{dir}/{name}_sm{}{}.ptx", cc.0, cc.1);
+                    std::fs::write(&path, text).expect("write ptx");
+                }
+            }
+        }
+    }
+}

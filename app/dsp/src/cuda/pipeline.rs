@@ -1,0 +1,796 @@
+//! The chain on one CUDA stream: buffers, compiled kernels, cuFFT plans, the
+//! launch sequence, and its capture as a graph per input buffer.
+
+use std::sync::Arc;
+
+use cudarc::cufft::{CudaFft, sys as fft_sys};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, LaunchConfig,
+    PushKernelArg, sys,
+};
+use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
+
+use crate::cfar::CfarTables;
+use crate::config::ChainConfig;
+use crate::detection::{Detection, Detections};
+use crate::error::DspError;
+use crate::window::hann_periodic;
+
+use super::cuda_err;
+use super::device::DeviceBuffer;
+use super::mapped::MappedHostBuffer;
+
+const KERNELS_CU: &str = include_str!("kernels.cu");
+
+/// CFAR tile per block (cells): Doppler x range.
+const CFAR_TILE_D: usize = 8;
+const CFAR_TILE_R: usize = 32;
+/// Static shared memory a block may use without opting in.
+const SHARED_LIMIT: usize = 48 * 1024;
+/// The select kernel sorts at most this many detections in shared memory.
+pub const MAX_DETECTIONS_LIMIT: usize = 4096;
+
+/// Mirrors `struct OutHeader` in kernels.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct OutHeader {
+    pub count: u32,
+    pub cut: u32,
+    pub reserved: [u32; 2],
+}
+
+/// Mirrors `struct GpuDetection` in kernels.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct GpuDetection {
+    pub range_bin: u32,
+    pub doppler_bin: u32,
+    pub range_m: f32,
+    pub velocity_mps: f32,
+    pub azimuth_deg: f32,
+    pub snr_db: f32,
+    pub power_db: f32,
+    pub range_bin_refined: f32,
+    pub doppler_bin_refined: f32,
+    pub angle_bin_refined: f32,
+}
+
+/// Bytes of one `Candidate` in kernels.cu (u32, float, double).
+const CANDIDATE_BYTES: usize = 16;
+
+/// A captured graph and the input buffer it reads.
+pub(super) struct SlotGraph {
+    pub graph: CudaGraph,
+    /// Device address of the frame the graph reads.
+    pub input: u64,
+    /// Host address of the same bytes (mapped memory), 0 for device memory.
+    pub host_ptr: usize,
+    /// Kernel nodes in the graph.
+    pub kernels: usize,
+    /// Buffers owned by this input (staging or resident), kept alive with it.
+    pub mapped: Option<MappedHostBuffer>,
+    pub _device: Option<DeviceBuffer>,
+}
+
+/// GPU time of one stage over the instrumented runs, in microseconds.
+#[derive(Clone, Debug)]
+pub struct StageTiming {
+    pub name: &'static str,
+    pub samples_us: Vec<f64>,
+}
+
+struct Kernels {
+    convert: CudaFunction,
+    clutter: Option<CudaFunction>,
+    power: CudaFunction,
+    cfar: CudaFunction,
+    select: CudaFunction,
+    refine: CudaFunction,
+    gate: CudaFunction,
+    _module: Arc<CudaModule>,
+}
+
+struct Buffers {
+    x: DeviceBuffer,
+    pmap: DeviceBuffer,
+    cand: DeviceBuffer,
+    state: DeviceBuffer,
+    sel: DeviceBuffer,
+    angle: DeviceBuffer,
+    w_range: DeviceBuffer,
+    w_doppler_convert: DeviceBuffer,
+    w_doppler_clutter: DeviceBuffer,
+    alpha: DeviceBuffer,
+    n_eff: DeviceBuffer,
+    tdm: DeviceBuffer,
+}
+
+struct Plans {
+    range: CudaFft,
+    doppler: CudaFft,
+    angle: CudaFft,
+}
+
+pub(super) struct Pipeline {
+    cfg: ChainConfig,
+    ctx: Arc<CudaContext>,
+    // Field order is drop order: plans and kernels before the stream.
+    plans: Plans,
+    kernels: Kernels,
+    bufs: Buffers,
+    out: MappedHostBuffer,
+    stream: Arc<CudaStream>,
+    max_det: usize,
+    range_bin_m: f64,
+    velocity_bin_mps: f64,
+}
+
+/// The TDM compensation phasors `exp(-j 2 pi (d - N_l/2)/N_l * i/N_tx)`,
+/// `[d][i]`, evaluated in float64 and rounded to float32 as the CPU
+/// reference's angle estimator does.
+fn tdm_table(cfg: &ChainConfig) -> Vec<[f32; 2]> {
+    let g = &cfg.geometry;
+    let nl = g.n_loops;
+    let mut t = Vec::with_capacity(nl * g.n_tx);
+    for d in 0..nl {
+        for i in 0..g.n_tx {
+            let ph = -2.0 * std::f64::consts::PI * (d as f64 - (nl / 2) as f64) / nl as f64
+                * i as f64
+                / g.n_tx as f64;
+            t.push([ph.cos() as f32, ph.sin() as f32]);
+        }
+    }
+    t
+}
+
+fn nvrtc_source(cfg: &ChainConfig, sort_n: usize) -> String {
+    let g = &cfg.geometry;
+    let c = &cfg.cfar;
+    let defines = [
+        ("N_TX", g.n_tx),
+        ("N_RX", g.n_rx),
+        ("N_LOOPS", g.n_loops),
+        ("N_SAMPLES", g.n_samples),
+        ("GUARD_D", c.guard_doppler),
+        ("GUARD_R", c.guard_range),
+        ("TRAIN_D", c.train_doppler),
+        ("TRAIN_R", c.train_range),
+        ("MAX_DET", cfg.chain.max_detections),
+        ("SORT_N", sort_n),
+        ("ANGLE_N", cfg.chain.angle_fft_size),
+        ("CFAR_TILE_D", CFAR_TILE_D),
+        ("CFAR_TILE_R", CFAR_TILE_R),
+    ];
+    let mut src = String::new();
+    for (k, v) in defines {
+        src.push_str(&format!("#define {k} {v}\n"));
+    }
+    src.push_str(KERNELS_CU);
+    src
+}
+
+/// Compile kernels.cu for `cfg` and compute capability `cc` to PTX (NVRTC;
+/// needs libnvrtc but no GPU).
+pub(crate) fn compile_kernels(cfg: &ChainConfig, cc: (i32, i32)) -> Result<Ptx, DspError> {
+    let sort_n = cfg.chain.max_detections.next_power_of_two().max(2);
+    let arch = format!("--gpu-architecture=compute_{}{}", cc.0, cc.1);
+    let opts = CompileOptions {
+        options: vec![arch, "--std=c++17".to_string()],
+        ..Default::default()
+    };
+    compile_ptx_with_opts(nvrtc_source(cfg, sort_n), opts).map_err(|e| match e {
+        CompileError::CompileError { log, .. } => {
+            DspError::Cuda(format!("NVRTC compile: {}", log.to_string_lossy()))
+        }
+        other => DspError::Cuda(format!("NVRTC: {other:?}")),
+    })
+}
+
+fn launch_err(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> DspError {
+    cuda_err(what)
+}
+
+impl Pipeline {
+    pub fn new(cfg: &ChainConfig, ctx: Arc<CudaContext>, cc: (i32, i32)) -> Result<Self, DspError> {
+        let g = &cfg.geometry;
+        let c = &cfg.cfar;
+        let max_det = cfg.chain.max_detections;
+        if g.n_samples < 4 {
+            return Err(DspError::config(
+                "geometry.n_samples",
+                "the cuda backend needs at least 4 samples per chirp",
+            ));
+        }
+        if max_det > MAX_DETECTIONS_LIMIT {
+            return Err(DspError::config(
+                "chain.max_detections",
+                format!("the cuda backend supports at most {MAX_DETECTIONS_LIMIT}"),
+            ));
+        }
+        let halo_d = CFAR_TILE_D + 2 * (c.guard_doppler + c.train_doppler);
+        let halo_r = CFAR_TILE_R + 2 * (c.guard_range + c.train_range);
+        let cfar_shared = halo_d * halo_r * 8 + 2 * halo_d * CFAR_TILE_R * 8;
+        if cfar_shared > SHARED_LIMIT {
+            return Err(DspError::config(
+                "cfar",
+                format!(
+                    "the CFAR window needs {cfar_shared} bytes of shared memory per tile in the cuda backend (limit {SHARED_LIMIT})"
+                ),
+            ));
+        }
+
+        // SAFETY: all memory the graphs use is allocated below, on one
+        // stream; cudarc's cross-stream event tracking would add event
+        // records and waits that do not belong in a captured graph.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(cuda_err("create stream"))?;
+
+        let ptx = compile_kernels(cfg, cc)?;
+        let module = ctx.load_module(ptx).map_err(cuda_err("load module"))?;
+        let load = |name: &'static str| {
+            module
+                .load_function(name)
+                .map_err(|e| DspError::Cuda(format!("kernel {name}: {e:?}")))
+        };
+        let kernels = Kernels {
+            convert: load("convert_window")?,
+            clutter: if cfg.chain.clutter_removal {
+                Some(load("clutter_doppler_window")?)
+            } else {
+                None
+            },
+            power: load("power_map")?,
+            cfar: load("cfar_peaks")?,
+            select: load("select_sort")?,
+            refine: load("refine_output")?,
+            gate: load("gate_wait")?,
+            _module: module.clone(),
+        };
+
+        let n_x = g.n_chirps() * g.n_rx * g.n_samples;
+        let n_cells = g.n_loops * g.n_samples;
+        let w_range = hann_periodic(g.n_samples);
+        // (-1)^l moves the Doppler spectrum by N_l/2: the fftshift for free.
+        let w_doppler_signed: Vec<f32> = hann_periodic(g.n_loops)
+            .into_iter()
+            .enumerate()
+            .map(|(l, w)| if l % 2 == 0 { w } else { -w })
+            .collect();
+        let ones = vec![1.0f32; g.n_loops];
+        let (w_conv, w_clut) = if cfg.chain.clutter_removal {
+            (&ones, &w_doppler_signed)
+        } else {
+            (&w_doppler_signed, &ones)
+        };
+        let cfar = CfarTables::new(cfg)?;
+        let bufs = Buffers {
+            x: DeviceBuffer::zeroed(&ctx, n_x * 8)?,
+            pmap: DeviceBuffer::zeroed(&ctx, n_cells * 4)?,
+            cand: DeviceBuffer::zeroed(&ctx, n_cells * CANDIDATE_BYTES)?,
+            state: DeviceBuffer::zeroed(&ctx, 16)?,
+            sel: DeviceBuffer::zeroed(&ctx, max_det * CANDIDATE_BYTES)?,
+            angle: DeviceBuffer::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
+            w_range: DeviceBuffer::from_host(&ctx, &w_range)?,
+            w_doppler_convert: DeviceBuffer::from_host(&ctx, w_conv)?,
+            w_doppler_clutter: DeviceBuffer::from_host(&ctx, w_clut)?,
+            alpha: DeviceBuffer::from_host(&ctx, &cfar.alpha)?,
+            n_eff: DeviceBuffer::from_host(&ctx, &cfar.n_eff)?,
+            tdm: DeviceBuffer::from_host(&ctx, &tdm_table(cfg))?,
+        };
+        let out = MappedHostBuffer::new(
+            &ctx,
+            std::mem::size_of::<OutHeader>() + max_det * std::mem::size_of::<GpuDetection>(),
+        )?;
+
+        let to_i32 = |v: usize, what: &'static str| {
+            i32::try_from(v).map_err(|_| DspError::Cuda(format!("{what} {v} does not fit cuFFT")))
+        };
+        let cols = to_i32(g.n_virtual() * g.n_samples, "Doppler batch")?;
+        let c2c = fft_sys::cufftType::CUFFT_C2C;
+        let n_s = to_i32(g.n_samples, "range FFT size")?;
+        let n_l = to_i32(g.n_loops, "Doppler FFT size")?;
+        let n_a = to_i32(cfg.chain.angle_fft_size, "angle FFT size")?;
+        let range_batch = to_i32(g.n_chirps() * g.n_rx, "range batch")?;
+        let plans = Plans {
+            range: CudaFft::plan_many(
+                &[n_s],
+                None,
+                1,
+                n_s,
+                None,
+                1,
+                n_s,
+                c2c,
+                range_batch,
+                stream.clone(),
+            )
+            .map_err(cuda_err("cuFFT plan (range)"))?,
+            // Over l with stride n_virtual * n_samples; one transform per
+            // (virtual channel, range bin), adjacent in memory.
+            doppler: CudaFft::plan_many(
+                &[n_l],
+                Some(&[n_l]),
+                cols,
+                1,
+                Some(&[n_l]),
+                cols,
+                1,
+                c2c,
+                cols,
+                stream.clone(),
+            )
+            .map_err(cuda_err("cuFFT plan (Doppler)"))?,
+            angle: CudaFft::plan_many(
+                &[n_a],
+                None,
+                1,
+                n_a,
+                None,
+                1,
+                n_a,
+                c2c,
+                to_i32(max_det, "angle batch")?,
+                stream.clone(),
+            )
+            .map_err(cuda_err("cuFFT plan (angle)"))?,
+        };
+        ctx.synchronize().map_err(cuda_err("synchronize"))?;
+        Ok(Pipeline {
+            cfg: cfg.clone(),
+            range_bin_m: cfg.physical.range_bin_m(g),
+            velocity_bin_mps: cfg.physical.velocity_bin_mps(g),
+            ctx,
+            plans,
+            kernels,
+            bufs,
+            out,
+            stream,
+            max_det,
+        })
+    }
+
+    /// Names of the stages that `enqueue` separates with events.
+    pub fn stage_names(&self) -> Vec<&'static str> {
+        let mut v = vec!["convert+window", "range FFT"];
+        if self.kernels.clutter.is_some() {
+            v.push("clutter removal");
+        }
+        v.extend([
+            "Doppler FFT",
+            "power",
+            "CFAR+peaks",
+            "select+sort+snapshot",
+            "angle FFT",
+            "refine+output",
+        ]);
+        v
+    }
+
+    /// Put one frame's work on the stream, reading the frame at `input`.
+    /// With `events`, record events[i] before stage i and the last after.
+    fn enqueue(&self, input: u64, events: Option<&[CudaEvent]>) -> Result<(), DspError> {
+        let g = &self.cfg.geometry;
+        let s = &self.stream;
+        let b = &self.bufs;
+        let mut stage = 0usize;
+        let mut mark = || -> Result<(), DspError> {
+            if let Some(ev) = events {
+                let e = ev
+                    .get(stage)
+                    .ok_or_else(|| DspError::Cuda("too few timing events".to_string()))?;
+                e.record(s).map_err(cuda_err("event record"))?;
+            }
+            stage += 1;
+            Ok(())
+        };
+        let (x, pmap, cand, state) = (b.x.ptr(), b.pmap.ptr(), b.cand.ptr(), b.state.ptr());
+        let (sel, angle) = (b.sel.ptr(), b.angle.ptr());
+        let (w_range, w_dc, w_dl) = (
+            b.w_range.ptr(),
+            b.w_doppler_convert.ptr(),
+            b.w_doppler_clutter.ptr(),
+        );
+        let (alpha, n_eff, tdm) = (b.alpha.ptr(), b.n_eff.ptr(), b.tdm.ptr());
+        let out_hdr = self.out.device_ptr();
+        let out_det = out_hdr + std::mem::size_of::<OutHeader>() as u64;
+        let blocks = |threads: usize, per: usize| threads.div_ceil(per) as u32;
+
+        mark()?;
+        let groups = g.n_chirps() * g.n_rx * g.n_samples / 4;
+        // SAFETY (all launches below): the argument lists match the kernel
+        // signatures in kernels.cu; every pointer is a live allocation of
+        // the size the kernel indexes (sized in `new` from the same config
+        // that generated the kernels' #defines).
+        unsafe {
+            s.launch_builder(&self.kernels.convert)
+                .arg(&input)
+                .arg(&x)
+                .arg(&w_range)
+                .arg(&w_dc)
+                .arg(&state)
+                .launch(LaunchConfig {
+                    grid_dim: (blocks(groups, 256), 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map_err(launch_err("launch convert_window"))?;
+
+        mark()?;
+        self.fft(&self.plans.range, x)?;
+
+        if let Some(clutter) = &self.kernels.clutter {
+            mark()?;
+            let cols = g.n_virtual() * g.n_samples;
+            // SAFETY: see above.
+            unsafe {
+                s.launch_builder(clutter)
+                    .arg(&x)
+                    .arg(&w_dl)
+                    .launch(LaunchConfig {
+                        grid_dim: (blocks(cols, 256), 1, 1),
+                        block_dim: (256, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+            }
+            .map_err(launch_err("launch clutter_doppler_window"))?;
+        }
+        mark()?;
+        self.fft(&self.plans.doppler, x)?;
+
+        mark()?;
+        let pairs = g.n_loops * g.n_samples / 2;
+        // SAFETY: see above.
+        unsafe {
+            s.launch_builder(&self.kernels.power)
+                .arg(&x)
+                .arg(&pmap)
+                .launch(LaunchConfig {
+                    grid_dim: (blocks(pairs, 256), 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map_err(launch_err("launch power_map"))?;
+
+        mark()?;
+        // SAFETY: see above.
+        unsafe {
+            s.launch_builder(&self.kernels.cfar)
+                .arg(&pmap)
+                .arg(&alpha)
+                .arg(&n_eff)
+                .arg(&state)
+                .arg(&cand)
+                .launch(LaunchConfig {
+                    grid_dim: (
+                        blocks(g.n_samples, CFAR_TILE_R),
+                        blocks(g.n_loops, CFAR_TILE_D),
+                        1,
+                    ),
+                    block_dim: ((CFAR_TILE_D * CFAR_TILE_R) as u32, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map_err(launch_err("launch cfar_peaks"))?;
+
+        mark()?;
+        // SAFETY: see above.
+        unsafe {
+            s.launch_builder(&self.kernels.select)
+                .arg(&cand)
+                .arg(&state)
+                .arg(&sel)
+                .arg(&x)
+                .arg(&tdm)
+                .arg(&angle)
+                .launch(LaunchConfig {
+                    grid_dim: (1, 1, 1),
+                    block_dim: (1024, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map_err(launch_err("launch select_sort"))?;
+
+        mark()?;
+        self.fft(&self.plans.angle, angle)?;
+
+        mark()?;
+        let (rbm, vbm) = (self.range_bin_m, self.velocity_bin_mps);
+        // SAFETY: see above; out_hdr/out_det are the device addresses of
+        // the mapped output buffer, sized for max_det detections.
+        unsafe {
+            s.launch_builder(&self.kernels.refine)
+                .arg(&state)
+                .arg(&sel)
+                .arg(&angle)
+                .arg(&pmap)
+                .arg(&out_hdr)
+                .arg(&out_det)
+                .arg(&rbm)
+                .arg(&vbm)
+                .launch(LaunchConfig {
+                    // One warp per detection.
+                    grid_dim: (blocks(self.max_det.max(1) * 32, 128), 1, 1),
+                    block_dim: (128, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+        }
+        .map_err(launch_err("launch refine_output"))?;
+        mark()?;
+        Ok(())
+    }
+
+    fn fft(&self, plan: &CudaFft, data: u64) -> Result<(), DspError> {
+        // SAFETY: `data` is the buffer the plan was sized for (in place).
+        unsafe {
+            cudarc::cufft::result::exec_c2c(
+                plan.handle(),
+                data as *mut fft_sys::cufftComplex,
+                data as *mut fft_sys::cufftComplex,
+                -1,
+            )
+        }
+        .map_err(cuda_err("cufftExecC2C"))
+    }
+
+    /// Capture the chain reading `input` as a graph and upload it.
+    fn capture(&self, input: u64) -> Result<(CudaGraph, usize), DspError> {
+        self.stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(cuda_err("begin capture"))?;
+        let queued = self.enqueue(input, None);
+        let graph = self
+            .stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(cuda_err("end capture"));
+        queued?;
+        let graph = graph?.ok_or_else(|| DspError::Cuda("capture gave no graph".to_string()))?;
+        graph.upload().map_err(cuda_err("graph upload"))?;
+        let kernels = count_kernel_nodes(&graph)?;
+        Ok((graph, kernels))
+    }
+
+    /// The internal staging slot: mapped pinned memory of one frame and its
+    /// graph. The first call also runs the chain once outside a graph, so
+    /// that lazily loaded modules (cuFFT's) are loaded before any capture.
+    pub fn mapped_slot(&self, frame_bytes: usize) -> Result<SlotGraph, DspError> {
+        let mapped = MappedHostBuffer::new(&self.ctx, frame_bytes)?;
+        self.enqueue(mapped.device_ptr(), None)?;
+        self.synchronize()?;
+        let (graph, kernels) = self.capture(mapped.device_ptr())?;
+        Ok(SlotGraph {
+            graph,
+            input: mapped.device_ptr(),
+            host_ptr: mapped.host_ptr() as usize,
+            kernels,
+            mapped: Some(mapped),
+            _device: None,
+        })
+    }
+
+    /// A graph for a ring slot the caller owns (mapped pinned memory).
+    pub fn slot_graph(&self, device_ptr: u64, host_ptr: usize) -> Result<SlotGraph, DspError> {
+        let (graph, kernels) = self.capture(device_ptr)?;
+        Ok(SlotGraph {
+            graph,
+            input: device_ptr,
+            host_ptr,
+            kernels,
+            mapped: None,
+            _device: None,
+        })
+    }
+
+    /// A frame copied to device memory once, and its graph.
+    pub fn resident_slot(&self, frame: &[u8]) -> Result<SlotGraph, DspError> {
+        let dev = DeviceBuffer::from_host(&self.ctx, frame)?;
+        let (graph, kernels) = self.capture(dev.ptr())?;
+        Ok(SlotGraph {
+            graph,
+            input: dev.ptr(),
+            host_ptr: 0,
+            kernels,
+            mapped: None,
+            _device: Some(dev),
+        })
+    }
+
+    pub fn mapped_buffer(&self, bytes: usize) -> Result<MappedHostBuffer, DspError> {
+        MappedHostBuffer::new(&self.ctx, bytes)
+    }
+
+    pub fn timing_events(&self) -> Result<(CudaEvent, CudaEvent), DspError> {
+        let ev = || {
+            self.ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(cuda_err("create event"))
+        };
+        Ok((ev()?, ev()?))
+    }
+
+    /// Launch `graph` between two events, wait, return the GPU time in us.
+    pub fn timed_launch(
+        &self,
+        graph: &CudaGraph,
+        e0: &CudaEvent,
+        e1: &CudaEvent,
+    ) -> Result<f64, DspError> {
+        e0.record(&self.stream).map_err(cuda_err("event record"))?;
+        graph.launch().map_err(cuda_err("graph launch"))?;
+        e1.record(&self.stream).map_err(cuda_err("event record"))?;
+        self.synchronize()?;
+        let ms = e0.elapsed_ms(e1).map_err(cuda_err("event elapsed"))?;
+        Ok(ms as f64 * 1e3)
+    }
+
+    pub fn copy_bandwidth_gbps(&self, bytes: usize, reps: usize) -> Result<f64, DspError> {
+        let src = DeviceBuffer::zeroed(&self.ctx, bytes)?;
+        let dst = DeviceBuffer::zeroed(&self.ctx, bytes)?;
+        self.ctx.synchronize().map_err(cuda_err("synchronize"))?;
+        let (e0, e1) = self.timing_events()?;
+        let mut t = Vec::with_capacity(reps.max(1));
+        for _ in 0..reps.max(1) {
+            e0.record(&self.stream).map_err(cuda_err("event record"))?;
+            // SAFETY: both buffers hold `bytes` bytes and outlive the sync below.
+            unsafe {
+                sys::cuMemcpyDtoDAsync_v2(dst.ptr(), src.ptr(), bytes, self.stream.cu_stream())
+            }
+            .result()
+            .map_err(cuda_err("cuMemcpyDtoDAsync"))?;
+            e1.record(&self.stream).map_err(cuda_err("event record"))?;
+            self.synchronize()?;
+            t.push(e0.elapsed_ms(&e1).map_err(cuda_err("event elapsed"))? as f64);
+        }
+        t.sort_by(f64::total_cmp);
+        let ms = t[t.len() / 2];
+        Ok(2.0 * bytes as f64 / (ms * 1e-3) / 1e9)
+    }
+
+    pub fn synchronize(&self) -> Result<(), DspError> {
+        self.stream
+            .synchronize()
+            .map_err(cuda_err("stream synchronize"))
+    }
+
+    /// Copy the detections of the last completed frame out of mapped host
+    /// memory. Never allocates when `out` has room for max_detections.
+    pub fn read_detections(&self, out: &mut Detections) {
+        out.clear();
+        let base = self.out.host_ptr();
+        // SAFETY: the buffer starts with an OutHeader (page aligned) that the
+        // GPU wrote before the stream synchronisation that preceded this call.
+        let hdr = unsafe { std::ptr::read_volatile(base as *const OutHeader) };
+        let n = (hdr.count as usize).min(self.max_det);
+        // SAFETY: GpuDetection[max_det] follows the 16-byte header (4-byte
+        // aligned fields), inside the buffer allocated for it.
+        let dets = unsafe { base.add(std::mem::size_of::<OutHeader>()) } as *const GpuDetection;
+        for i in 0..n {
+            // SAFETY: i < max_det, within the buffer; written by the GPU.
+            let d = unsafe { std::ptr::read_volatile(dets.add(i)) };
+            out.list.push(Detection {
+                range_bin: d.range_bin,
+                doppler_bin: d.doppler_bin,
+                range_m: d.range_m,
+                velocity_mps: d.velocity_mps,
+                azimuth_deg: d.azimuth_deg,
+                snr_db: d.snr_db,
+                power_db: d.power_db,
+                range_bin_refined: d.range_bin_refined,
+                doppler_bin_refined: d.doppler_bin_refined,
+                angle_bin_refined: d.angle_bin_refined,
+            });
+        }
+        out.cut = hdr.cut;
+    }
+
+    /// Copy the power map of the last frame to the host.
+    pub fn power_map(&self, out: &mut Vec<f32>) -> Result<(), DspError> {
+        let n = self.cfg.geometry.n_loops * self.cfg.geometry.n_samples;
+        out.clear();
+        out.resize(n, 0.0);
+        // SAFETY: `out` holds n floats; pmap holds n floats; the copy is on
+        // our stream (after the last frame) and complete after the sync.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                out.as_mut_ptr() as *mut _,
+                self.bufs.pmap.ptr(),
+                n * 4,
+                self.stream.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(cuda_err("cuMemcpyDtoHAsync (power map)"))?;
+        self.synchronize()
+    }
+
+    /// Per-stage GPU times of `reps` runs launched stage by stage (not as a
+    /// graph) with events between the stages. Each run is queued behind a
+    /// gate kernel that the host opens once every stage is queued, so the
+    /// stages run back to back and the events time the GPU, not the host's
+    /// launch calls.
+    pub fn stage_times(&self, input: u64, reps: usize) -> Result<Vec<StageTiming>, DspError> {
+        let names = self.stage_names();
+        let events = (0..=names.len())
+            .map(|_| {
+                self.ctx
+                    .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(cuda_err("create event"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut timings: Vec<StageTiming> = names
+            .iter()
+            .map(|&name| StageTiming {
+                name,
+                samples_us: Vec::with_capacity(reps),
+            })
+            .chain(std::iter::once(StageTiming {
+                name: "total (stage by stage)",
+                samples_us: Vec::with_capacity(reps),
+            }))
+            .collect();
+        let mut gate = MappedHostBuffer::new(&self.ctx, 4)?;
+        let flag = gate.as_mut_slice().as_mut_ptr() as *mut u32;
+        let (flag_dev, max_cycles) = (gate.device_ptr(), 4_000_000_000u64);
+        for _ in 0..reps {
+            // SAFETY: `flag` points into `gate`, alive for this function;
+            // the GPU only reads it.
+            unsafe { std::ptr::write_volatile(flag, 0) };
+            // SAFETY: gate_wait(const volatile u32 *, u64) on a live buffer.
+            unsafe {
+                self.stream
+                    .launch_builder(&self.kernels.gate)
+                    .arg(&flag_dev)
+                    .arg(&max_cycles)
+                    .launch(LaunchConfig {
+                        grid_dim: (1, 1, 1),
+                        block_dim: (1, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+            }
+            .map_err(launch_err("launch gate_wait"))?;
+            self.enqueue(input, Some(&events))?;
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            // SAFETY: as above; releases the queued stages.
+            unsafe { std::ptr::write_volatile(flag, 1) };
+            self.synchronize()?;
+            for i in 0..names.len() {
+                let ms = events[i]
+                    .elapsed_ms(&events[i + 1])
+                    .map_err(cuda_err("event elapsed"))?;
+                timings[i].samples_us.push(ms as f64 * 1e3);
+            }
+            let ms = events[0]
+                .elapsed_ms(&events[names.len()])
+                .map_err(cuda_err("event elapsed"))?;
+            timings[names.len()].samples_us.push(ms as f64 * 1e3);
+        }
+        Ok(timings)
+    }
+}
+
+fn count_kernel_nodes(graph: &CudaGraph) -> Result<usize, DspError> {
+    let g = graph.cu_graph();
+    let mut n = 0usize;
+    // SAFETY: FFI; a null node array asks for the count only.
+    unsafe { sys::cuGraphGetNodes(g, std::ptr::null_mut(), &mut n) }
+        .result()
+        .map_err(cuda_err("cuGraphGetNodes"))?;
+    let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); n];
+    // SAFETY: `nodes` has room for n entries.
+    unsafe { sys::cuGraphGetNodes(g, nodes.as_mut_ptr(), &mut n) }
+        .result()
+        .map_err(cuda_err("cuGraphGetNodes"))?;
+    let mut kernels = 0;
+    for node in nodes.iter().take(n) {
+        let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
+        // SAFETY: `node` belongs to the live graph.
+        unsafe { sys::cuGraphNodeGetType(*node, &mut t) }
+            .result()
+            .map_err(cuda_err("cuGraphNodeGetType"))?;
+        if t == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL {
+            kernels += 1;
+        }
+    }
+    Ok(kernels)
+}

@@ -1,0 +1,134 @@
+//! Choosing a backend by name (`--backend auto|cuda|cpu`).
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::backend::Backend;
+use crate::config::ChainConfig;
+use crate::cpu::CpuBackend;
+use crate::cuda::CudaBackend;
+use crate::error::DspError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BackendKind {
+    /// CUDA when it can be used, else the CPU.
+    #[default]
+    Auto,
+    Cuda,
+    Cpu,
+}
+
+impl FromStr for BackendKind {
+    type Err = DspError;
+
+    fn from_str(s: &str) -> Result<Self, DspError> {
+        match s {
+            "auto" => Ok(BackendKind::Auto),
+            "cuda" => Ok(BackendKind::Cuda),
+            "cpu" => Ok(BackendKind::Cpu),
+            other => Err(DspError::Parse(format!(
+                "unknown backend {other:?} (auto, cuda, cpu)"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BackendKind::Auto => "auto",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Cpu => "cpu",
+        })
+    }
+}
+
+/// A backend and why it was chosen (for the caller's log).
+pub struct SelectedBackend {
+    pub backend: Box<dyn Backend>,
+    /// The kind actually built (`Auto` resolves to `Cuda` or `Cpu`).
+    pub kind: BackendKind,
+    pub reason: String,
+}
+
+/// Make the backend `kind` for `cfg`.
+///
+/// `Cuda` builds the CUDA backend or fails with the reason. `Auto` picks
+/// CUDA only when libcuda, libnvrtc and libcufft load and a device exists
+/// (and the backend then starts); otherwise the CPU backend, saying why.
+pub fn select_backend_explained(
+    kind: BackendKind,
+    cfg: &ChainConfig,
+) -> Result<SelectedBackend, DspError> {
+    let cpu = |reason: String| -> Result<SelectedBackend, DspError> {
+        Ok(SelectedBackend {
+            backend: Box::new(CpuBackend::new(cfg)?),
+            kind: BackendKind::Cpu,
+            reason,
+        })
+    };
+    match kind {
+        BackendKind::Cpu => cpu("cpu backend: requested".to_string()),
+        BackendKind::Cuda => {
+            let b = CudaBackend::new(cfg)?;
+            let reason = format!("cuda backend: requested; device {}", b.device());
+            Ok(SelectedBackend {
+                backend: Box::new(b),
+                kind: BackendKind::Cuda,
+                reason,
+            })
+        }
+        BackendKind::Auto => match crate::cuda::probe() {
+            Err(why) => cpu(format!(
+                "auto: CUDA unusable ({why}); using the cpu backend"
+            )),
+            Ok(info) => match CudaBackend::new(cfg) {
+                Ok(b) => Ok(SelectedBackend {
+                    backend: Box::new(b),
+                    kind: BackendKind::Cuda,
+                    reason: format!(
+                        "auto: CUDA libraries loaded and device {info} present; using the cuda backend"
+                    ),
+                }),
+                Err(e) => cpu(format!(
+                    "auto: device {info} present but the cuda backend failed to start ({e}); using the cpu backend"
+                )),
+            },
+        },
+    }
+}
+
+/// [`select_backend_explained`] without the reason.
+pub fn select_backend(kind: BackendKind, cfg: &ChainConfig) -> Result<Box<dyn Backend>, DspError> {
+    select_backend_explained(kind, cfg).map(|s| s.backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without CUDA (CI), auto falls back to the CPU and says why, and an
+    /// explicit cuda request is an error, not a panic.
+    #[test]
+    fn auto_explains_its_choice() {
+        let cfg = ChainConfig::default();
+        let s = select_backend_explained(BackendKind::Auto, &cfg).expect("auto");
+        assert!(s.reason.starts_with("auto: "), "{}", s.reason);
+        match crate::cuda::probe() {
+            Ok(_) => {
+                assert_eq!(s.kind, BackendKind::Cuda, "{}", s.reason);
+                assert_eq!(s.backend.name(), "cuda");
+            }
+            Err(_) => {
+                println!("no CUDA here: {}", s.reason);
+                assert_eq!(s.kind, BackendKind::Cpu);
+                assert_eq!(s.backend.name(), "cpu");
+                assert!(s.reason.contains("CUDA unusable"), "{}", s.reason);
+                let e = select_backend(BackendKind::Cuda, &cfg)
+                    .err()
+                    .expect("cuda without CUDA must fail");
+                assert!(matches!(e, DspError::Cuda(_)), "{e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,499 @@
+//! The CUDA backend against the CPU reference (spec v1): the same
+//! detections (same cells, same order, same cut count; refined bins within
+//! 0.05 bin) and power maps equal to float32 rounding, on random scenes.
+//!
+//! Needs a CUDA device. Without one each test prints "skipped: no CUDA" and
+//! passes (CI has no GPU), unless RADAR_REQUIRE_CUDA=1, which turns the skip
+//! into a failure so the GPU machine cannot skip silently.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use radar_dsp::backend::{Backend, FrameInput, SlotAddr};
+use radar_dsp::config::ChainConfig;
+use radar_dsp::cpu::CpuBackend;
+use radar_dsp::cuda::{CudaBackend, probe};
+use radar_dsp::detection::Detections;
+use radar_dsp::error::DspError;
+use radar_dsp::scene::{Scene, SceneGenerator, Target};
+
+/// Counts heap allocations per thread, to show that processing a frame
+/// allocates nothing once the backend is built.
+struct CountingAlloc;
+
+thread_local! {
+    static ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator; only counts.
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { std::alloc::System.realloc(ptr, layout, new) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(|c| c.get())
+}
+
+fn cuda_or_skip(test: &str) -> bool {
+    match probe() {
+        Ok(info) => {
+            println!("{test}: CUDA device {info}");
+            true
+        }
+        Err(why) => {
+            if std::env::var("RADAR_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
+                panic!("{test}: RADAR_REQUIRE_CUDA=1 but CUDA cannot be used: {why}");
+            }
+            println!("skipped: no CUDA ({why})");
+            false
+        }
+    }
+}
+
+/// Largest differences seen, for the summary line.
+#[derive(Default, Debug)]
+struct Worst {
+    scenes: usize,
+    detections: usize,
+    cut: u64,
+    refined_bin: f64,
+    db: f64,
+    power_rel_norm: f64,
+    power_rel_cell: f64,
+}
+
+fn random_scene(cfg: &ChainConfig, rng: &mut ChaCha8Rng, max_targets: usize) -> Scene {
+    let g = &cfg.geometry;
+    let n = rng.random_range(0..=max_targets);
+    let targets = (0..n)
+        .map(|_| {
+            Target::at_bins(
+                cfg,
+                rng.random_range(1.0..(g.n_samples as f64 - 1.0)),
+                rng.random_range(0.0..(g.n_loops as f64 - 0.001)),
+                rng.random_range(-70.0..70.0),
+                rng.random_range(-32.0..12.0),
+            )
+        })
+        .collect();
+    Scene {
+        noise_rms_lsb: rng.random_range(4.0..64.0),
+        targets,
+    }
+}
+
+fn frame(cfg: &ChainConfig, scene: &Scene, seed: u64) -> Vec<u8> {
+    let generator = SceneGenerator::new(cfg, scene, seed).expect("scene");
+    let mut buf = vec![0u8; cfg.geometry.frame_bytes()];
+    generator.frame_into(seed, &mut buf).expect("frame");
+    buf
+}
+
+/// Compare one frame's results; `what` names the frame in messages.
+fn compare(
+    what: &str,
+    cfg: &ChainConfig,
+    cpu: &mut CpuBackend,
+    gpu: &mut CudaBackend,
+    bytes: &[u8],
+    worst: &mut Worst,
+) {
+    let max = cfg.chain.max_detections;
+    let mut dc = Detections::with_capacity(max);
+    let mut dg = Detections::with_capacity(max);
+    cpu.process(FrameInput { bytes, slot: None }, &mut dc)
+        .expect("cpu process");
+    gpu.process(FrameInput { bytes, slot: None }, &mut dg)
+        .expect("cuda process");
+    let (mut pc, mut pg) = (Vec::new(), Vec::new());
+    cpu.power_map(&mut pc).expect("cpu power map");
+    gpu.power_map(&mut pg).expect("cuda power map");
+
+    // Power maps: float32 rounding of the same sum.
+    assert_eq!(pc.len(), pg.len(), "{what}: power map sizes");
+    let (mut num, mut den, mut cell) = (0.0f64, 0.0f64, 0.0f64);
+    for (i, (&c, &g)) in pc.iter().zip(&pg).enumerate() {
+        assert!(g.is_finite() && g >= 0.0, "{what}: P[{i}] = {g}");
+        let (c, g) = (f64::from(c), f64::from(g));
+        num += (g - c) * (g - c);
+        den += c * c;
+        if c > 0.0 {
+            cell = cell.max((g - c).abs() / c);
+        } else {
+            assert_eq!(g, 0.0, "{what}: P[{i}] is {g} where the CPU has 0");
+        }
+    }
+    let norm = if den > 0.0 {
+        (num / den).sqrt()
+    } else {
+        num.sqrt()
+    };
+    worst.power_rel_norm = worst.power_rel_norm.max(norm);
+    worst.power_rel_cell = worst.power_rel_cell.max(cell);
+    assert!(
+        norm < 1e-5,
+        "{what}: power map differs by {norm:e} (normwise)"
+    );
+    assert!(cell < 1e-2, "{what}: a power map cell differs by {cell:e}");
+
+    // Detections: the same cells in the same order, the same cut.
+    let cells = |d: &Detections| {
+        d.list
+            .iter()
+            .map(|x| (x.range_bin, x.doppler_bin))
+            .collect::<Vec<_>>()
+    };
+    if cells(&dc) != cells(&dg) || dc.cut != dg.cut {
+        let p = |d: u32, r: u32| pc[d as usize * cfg.geometry.n_samples + r as usize];
+        let only_cpu: Vec<_> = dc
+            .list
+            .iter()
+            .filter(|x| !cells(&dg).contains(&(x.range_bin, x.doppler_bin)))
+            .map(|x| {
+                (
+                    x.range_bin,
+                    x.doppler_bin,
+                    x.snr_db,
+                    p(x.doppler_bin, x.range_bin),
+                )
+            })
+            .collect();
+        let only_gpu: Vec<_> = dg
+            .list
+            .iter()
+            .filter(|x| !cells(&dc).contains(&(x.range_bin, x.doppler_bin)))
+            .map(|x| {
+                (
+                    x.range_bin,
+                    x.doppler_bin,
+                    x.snr_db,
+                    p(x.doppler_bin, x.range_bin),
+                )
+            })
+            .collect();
+        panic!(
+            "{what}: detections differ: cpu {} (cut {}), cuda {} (cut {}); only cpu (r, d, snr, P): {only_cpu:?}; only cuda: {only_gpu:?}",
+            dc.list.len(),
+            dc.cut,
+            dg.list.len(),
+            dg.cut
+        );
+    }
+    for (c, g) in dc.list.iter().zip(&dg.list) {
+        let at = format!("{what}: detection r {} d {}", c.range_bin, c.doppler_bin);
+        for (name, a, b) in [
+            ("range bin", c.range_bin_refined, g.range_bin_refined),
+            ("doppler bin", c.doppler_bin_refined, g.doppler_bin_refined),
+            ("angle bin", c.angle_bin_refined, g.angle_bin_refined),
+        ] {
+            let e = f64::from((a - b).abs());
+            worst.refined_bin = worst.refined_bin.max(e);
+            assert!(e <= 0.05, "{at}: refined {name} cpu {a} cuda {b}");
+        }
+        for (name, a, b) in [
+            ("snr dB", c.snr_db, g.snr_db),
+            ("power dB", c.power_db, g.power_db),
+        ] {
+            let e = f64::from((a - b).abs());
+            worst.db = worst.db.max(e);
+            assert!(e <= 0.05, "{at}: {name} cpu {a} cuda {b}");
+        }
+        let dr = cfg.physical.range_bin_m(&cfg.geometry) as f32;
+        let dv = cfg.physical.velocity_bin_mps(&cfg.geometry) as f32;
+        assert!((c.range_m - g.range_m).abs() <= 0.05 * dr, "{at}: range m");
+        assert!(
+            (c.velocity_mps - g.velocity_mps).abs() <= 0.05 * dv,
+            "{at}: velocity"
+        );
+        // Azimuth follows the angle bin through asin, steep near end-fire.
+        let n_a = cfg.chain.angle_fft_size as f32;
+        let s = (2.0 * (c.angle_bin_refined - n_a / 2.0) / n_a).abs();
+        if s < 0.95 {
+            assert!(
+                (c.azimuth_deg - g.azimuth_deg).abs() <= 0.5,
+                "{at}: azimuth cpu {} cuda {}",
+                c.azimuth_deg,
+                g.azimuth_deg
+            );
+        }
+    }
+    worst.scenes += 1;
+    worst.detections += dc.list.len();
+    worst.cut += u64::from(dc.cut);
+}
+
+#[test]
+fn random_scenes_match_the_cpu_reference() {
+    if !cuda_or_skip("random_scenes_match_the_cpu_reference") {
+        return;
+    }
+    let mut custom = ChainConfig::default();
+    custom.geometry.n_tx = 2;
+    custom.geometry.n_loops = 128;
+    custom.geometry.n_samples = 128;
+    custom.geometry.chunks_per_frame = 8;
+    custom.cfar.train_range = 6;
+    custom.chain.max_detections = 64;
+    let mut clutter = custom.clone();
+    clutter.chain.clutter_removal = true;
+    let runs = [
+        ("default", ChainConfig::default(), 200usize, 12usize),
+        ("2tx-128x128", custom, 30, 20),
+        ("2tx-128x128-clutter", clutter, 30, 20),
+    ];
+    let mut total = Worst::default();
+    for (name, cfg, scenes, max_targets) in runs {
+        let mut cpu = CpuBackend::new(&cfg).expect("cpu backend");
+        let mut gpu = CudaBackend::new(&cfg).expect("cuda backend");
+        let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_0000 + scenes as u64);
+        let mut worst = Worst::default();
+        for s in 0..scenes {
+            let scene = random_scene(&cfg, &mut rng, max_targets);
+            let bytes = frame(&cfg, &scene, 1000 + s as u64);
+            compare(
+                &format!("{name} scene {s} ({} targets)", scene.targets.len()),
+                &cfg,
+                &mut cpu,
+                &mut gpu,
+                &bytes,
+                &mut worst,
+            );
+        }
+        println!("{name}: {worst:?}");
+        assert_eq!(worst.scenes, scenes);
+        assert!(
+            worst.detections > scenes,
+            "{name}: too few detections to compare"
+        );
+        total.scenes += worst.scenes;
+        total.detections += worst.detections;
+        total.refined_bin = total.refined_bin.max(worst.refined_bin);
+        total.db = total.db.max(worst.db);
+        total.power_rel_norm = total.power_rel_norm.max(worst.power_rel_norm);
+        total.power_rel_cell = total.power_rel_cell.max(worst.power_rel_cell);
+    }
+    println!(
+        "matched {} scenes, {} detections; worst refined-bin difference {:.2e} bin, dB difference {:.2e}; power map relative error {:.2e} normwise, {:.2e} worst cell",
+        total.scenes,
+        total.detections,
+        total.refined_bin,
+        total.db,
+        total.power_rel_norm,
+        total.power_rel_cell
+    );
+    assert!(total.scenes >= 200);
+}
+
+/// Over the cap: the kept detections must be the CPU's (highest P/mu,
+/// ties by range then Doppler), through the GPU's radix select.
+#[test]
+fn the_cap_keeps_what_the_cpu_keeps() {
+    if !cuda_or_skip("the_cap_keeps_what_the_cpu_keeps") {
+        return;
+    }
+    let mut worst = Worst::default();
+    for (max_det, pfa, targets) in [(8usize, 1e-6, 40usize), (32, 1e-2, 10), (512, 0.05, 5)] {
+        let mut cfg = ChainConfig::default();
+        cfg.chain.max_detections = max_det;
+        cfg.cfar.pfa = pfa;
+        let mut cpu = CpuBackend::new(&cfg).expect("cpu backend");
+        let mut gpu = CudaBackend::new(&cfg).expect("cuda backend");
+        let mut rng = ChaCha8Rng::seed_from_u64(max_det as u64);
+        for s in 0..5 {
+            let mut scene = random_scene(&cfg, &mut rng, targets);
+            scene.targets.truncate(targets);
+            let bytes = frame(&cfg, &scene, 77 + s);
+            compare(
+                &format!("cap {max_det} pfa {pfa} scene {s}"),
+                &cfg,
+                &mut cpu,
+                &mut gpu,
+                &bytes,
+                &mut worst,
+            );
+        }
+    }
+    println!("{worst:?}");
+    assert!(worst.cut > 0, "no frame went over the cap");
+}
+
+/// A frame in a prepared mapped slot gives bit-identical results to the
+/// same bytes through the staging copy; a zero frame gives nothing, and no
+/// NaN; bad input is an error, not a panic.
+#[test]
+fn slots_staging_and_bad_input() {
+    if !cuda_or_skip("slots_staging_and_bad_input") {
+        return;
+    }
+    let cfg = ChainConfig::default();
+    let fb = cfg.geometry.frame_bytes();
+    let mut gpu = CudaBackend::new(&cfg).expect("cuda backend");
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let mut ring = Vec::new();
+    for k in 0..3u64 {
+        let scene = random_scene(&cfg, &mut rng, 10);
+        let mut buf = gpu.mapped_buffer(fb).expect("mapped buffer");
+        buf.as_mut_slice()[..fb].copy_from_slice(&frame(&cfg, &scene, k));
+        ring.push(buf);
+    }
+    let addrs: Vec<SlotAddr> = ring
+        .iter()
+        .map(|b| SlotAddr {
+            host_ptr: b.host_ptr() as usize,
+            device_ptr: Some(b.device_ptr()),
+            bytes: fb,
+        })
+        .collect();
+    gpu.prepare_slots(&addrs).expect("prepare slots");
+    // Our five kernels (convert, power, CFAR, select, refine) plus cuFFT's
+    // for the range-Doppler and angle transforms.
+    let k = gpu.kernels_per_frame();
+    assert!((7..=12).contains(&k), "{k} kernels per frame");
+    for round in 0..2 {
+        for (s, b) in ring.iter().enumerate() {
+            let bytes = &b.as_slice()[..fb];
+            let (mut a, mut c) = (
+                Detections::with_capacity(512),
+                Detections::with_capacity(512),
+            );
+            gpu.process(
+                FrameInput {
+                    bytes,
+                    slot: Some(s),
+                },
+                &mut a,
+            )
+            .expect("slot");
+            let mut pa = Vec::new();
+            gpu.power_map(&mut pa).expect("map");
+            let copy = bytes.to_vec();
+            gpu.process(
+                FrameInput {
+                    bytes: &copy,
+                    slot: None,
+                },
+                &mut c,
+            )
+            .expect("staging");
+            let mut pc = Vec::new();
+            gpu.power_map(&mut pc).expect("map");
+            assert_eq!(a, c, "round {round} slot {s}: slot and staging differ");
+            assert!(pa == pc, "round {round} slot {s}: power maps differ");
+            assert!(!a.list.is_empty(), "slot {s}: no detections");
+            // A slot index whose bytes are elsewhere goes through staging.
+            gpu.process(
+                FrameInput {
+                    bytes: &copy,
+                    slot: Some(s),
+                },
+                &mut c,
+            )
+            .expect("mismatched slot");
+            assert_eq!(a, c);
+        }
+    }
+
+    // The hot path: after warm-up, processing frames in prepared slots (and
+    // through the staging copy) allocates nothing.
+    let mut d = Detections::with_capacity(cfg.chain.max_detections);
+    let copy = ring[0].as_slice()[..fb].to_vec();
+    gpu.process(
+        FrameInput {
+            bytes: &copy,
+            slot: None,
+        },
+        &mut d,
+    )
+    .expect("warm-up");
+    let before = allocations();
+    for k in 0..300 {
+        let s = k % ring.len();
+        gpu.process(
+            FrameInput {
+                bytes: &ring[s].as_slice()[..fb],
+                slot: Some(s),
+            },
+            &mut d,
+        )
+        .expect("slot frame");
+        assert!(!d.list.is_empty());
+    }
+    gpu.process(
+        FrameInput {
+            bytes: &copy,
+            slot: None,
+        },
+        &mut d,
+    )
+    .expect("staging frame");
+    assert_eq!(allocations() - before, 0, "process() allocated");
+
+    let zero = vec![0u8; fb];
+    d.clear();
+    gpu.process(
+        FrameInput {
+            bytes: &zero,
+            slot: None,
+        },
+        &mut d,
+    )
+    .expect("zero frame");
+    assert!(d.list.is_empty() && d.cut == 0, "{d:?}");
+    let mut p = Vec::new();
+    gpu.power_map(&mut p).expect("map");
+    assert!(p.iter().all(|&v| v == 0.0));
+
+    let short = vec![0u8; fb - 4];
+    assert!(matches!(
+        gpu.process(
+            FrameInput {
+                bytes: &short,
+                slot: None
+            },
+            &mut d
+        ),
+        Err(DspError::FrameSize { .. })
+    ));
+    let bad = [SlotAddr {
+        host_ptr: 4096,
+        device_ptr: None,
+        bytes: fb,
+    }];
+    assert!(matches!(gpu.prepare_slots(&bad), Err(DspError::Cuda(_))));
+    let small = [SlotAddr {
+        host_ptr: 4096,
+        device_ptr: Some(4096),
+        bytes: fb / 2,
+    }];
+    assert!(matches!(gpu.prepare_slots(&small), Err(DspError::Cuda(_))));
+}
+
+/// Configurations the CUDA backend cannot run are refused with the key.
+#[test]
+fn unsupported_configurations_are_errors() {
+    if !cuda_or_skip("unsupported_configurations_are_errors") {
+        return;
+    }
+    let mut cfg = ChainConfig::default();
+    cfg.chain.max_detections = 100_000;
+    match CudaBackend::new(&cfg) {
+        Err(e) => assert!(e.to_string().contains("chain.max_detections"), "{e}"),
+        Ok(_) => panic!("max_detections 100000 accepted"),
+    }
+}

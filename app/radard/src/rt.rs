@@ -1,0 +1,185 @@
+//! Real-time set-up of the frame loop's thread: locked memory, SCHED_FIFO,
+//! CPU affinity, prefaulted stack (DESIGN.md section 7).
+//!
+//! Missing privileges are reported, and the loop goes on best-effort unless
+//! `strict` asks to refuse.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RtConfig {
+    /// SCHED_FIFO priority 1..=99; 0 leaves the normal scheduler.
+    pub priority: i32,
+    /// CPU to pin the loop thread to (an isolated core on the unit).
+    pub cpu: Option<usize>,
+    /// mlockall(MCL_CURRENT | MCL_FUTURE).
+    pub lock_memory: bool,
+    /// Bytes of stack to touch up front so the loop never page-faults on it.
+    pub stack_prefault_bytes: usize,
+    /// Refuse to run when any of the above cannot be had.
+    pub strict: bool,
+}
+
+impl Default for RtConfig {
+    fn default() -> Self {
+        RtConfig {
+            priority: 80,
+            cpu: None,
+            lock_memory: true,
+            stack_prefault_bytes: 256 << 10,
+            strict: false,
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum RtError {
+    #[error("rt.priority: {0} is outside 0..=99")]
+    Priority(i32),
+    #[error("rt.cpu: CPU {cpu} does not exist (this machine has {have})")]
+    Cpu { cpu: usize, have: usize },
+    #[error("real-time set-up incomplete and rt.strict is set: {0}")]
+    Strict(String),
+}
+
+/// What was obtained, for the start-up log.
+#[derive(Debug, Default)]
+pub struct RtReport {
+    pub obtained: Vec<String>,
+    pub missing: Vec<String>,
+}
+
+impl RtConfig {
+    pub fn validate(&self) -> Result<(), RtError> {
+        if !(0..=99).contains(&self.priority) {
+            return Err(RtError::Priority(self.priority));
+        }
+        if let Some(cpu) = self.cpu {
+            let have = std::thread::available_parallelism().map_or(1, |n| n.get());
+            // SAFETY: sysconf has no memory-safety preconditions.
+            let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+            let have = have.max(usize::try_from(configured).unwrap_or(0));
+            if cpu >= have {
+                return Err(RtError::Cpu { cpu, have });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Apply the configuration to the calling thread (call it on the loop
+/// thread, before warm-up).
+pub fn apply(cfg: &RtConfig) -> Result<RtReport, RtError> {
+    cfg.validate()?;
+    let mut rep = RtReport::default();
+
+    if cfg.lock_memory {
+        // SAFETY: mlockall takes flags only.
+        let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+        note(&mut rep, rc, "memory locked (mlockall)", "mlockall");
+    }
+    if let Some(cpu) = cfg.cpu {
+        // SAFETY: cpu_set_t is plain data; CPU_SET stays inside it because
+        // `cpu` was validated against the CPU count (< CPU_SETSIZE here).
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        note(
+            &mut rep,
+            rc,
+            &format!("pinned to CPU {cpu}"),
+            &format!("sched_setaffinity(CPU {cpu})"),
+        );
+    }
+    if cfg.priority > 0 {
+        let param = libc::sched_param {
+            sched_priority: cfg.priority,
+        };
+        // SAFETY: param is a valid sched_param for the call's duration.
+        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+        note(
+            &mut rep,
+            rc,
+            &format!("SCHED_FIFO priority {}", cfg.priority),
+            &format!("SCHED_FIFO priority {}", cfg.priority),
+        );
+    }
+    if cfg.stack_prefault_bytes > 0 {
+        prefault_stack(cfg.stack_prefault_bytes);
+        rep.obtained.push(format!(
+            "stack prefaulted ({} KiB)",
+            cfg.stack_prefault_bytes >> 10
+        ));
+    }
+    if cfg.strict && !rep.missing.is_empty() {
+        return Err(RtError::Strict(rep.missing.join("; ")));
+    }
+    Ok(rep)
+}
+
+fn note(rep: &mut RtReport, rc: libc::c_int, ok: &str, what: &str) {
+    if rc == 0 {
+        rep.obtained.push(ok.to_string());
+    } else {
+        let err = std::io::Error::last_os_error();
+        let hint = match err.raw_os_error() {
+            Some(libc::EPERM) => {
+                " (needs root, CAP_SYS_NICE/CAP_IPC_LOCK, or LimitRTPRIO/LimitMEMLOCK in the unit)"
+            }
+            Some(libc::ENOMEM) => " (RLIMIT_MEMLOCK too small: raise LimitMEMLOCK)",
+            _ => "",
+        };
+        rep.missing.push(format!("{what}: {err}{hint}"));
+    }
+}
+
+/// Touch `bytes` of stack below the current frame so later growth does not
+/// fault (with mlockall(MCL_FUTURE) the pages then stay resident).
+#[inline(never)]
+fn prefault_stack(bytes: usize) {
+    const STEP: usize = 4096;
+    let mut page = [0u8; STEP];
+    std::hint::black_box(&mut page);
+    if bytes > STEP {
+        prefault_stack(bytes - STEP);
+    }
+    // Keep the frame alive across the call so it is not turned into a loop.
+    std::hint::black_box(&page);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let cfg = RtConfig {
+            priority: 120,
+            ..RtConfig::default()
+        };
+        assert!(apply(&cfg).unwrap_err().to_string().contains("rt.priority"));
+        let cfg = RtConfig {
+            cpu: Some(100_000),
+            ..RtConfig::default()
+        };
+        assert!(apply(&cfg).unwrap_err().to_string().contains("rt.cpu"));
+    }
+
+    #[test]
+    fn best_effort_reports_what_it_got() {
+        let cfg = RtConfig {
+            priority: 0,
+            cpu: Some(0),
+            lock_memory: false,
+            stack_prefault_bytes: 64 << 10,
+            strict: false,
+        };
+        let rep = apply(&cfg).expect("best effort never fails");
+        assert!(rep.obtained.iter().any(|s| s.contains("stack prefaulted")));
+        assert_eq!(rep.obtained.len() + rep.missing.len(), 2, "{rep:?}");
+    }
+}

@@ -1,0 +1,179 @@
+//! Start-up: the ring, the frame source, the scene the FPGA plays back, the
+//! processing backend. Everything here runs once, before the loop.
+
+use std::time::Duration;
+
+use radar_dsp::scene::{Scene, SceneGenerator, Target};
+use radar_dsp::select::{SelectedBackend, select_backend_explained};
+use radar_dsp::{DspError, SlotAddr};
+use tegra_p2p::source::Event;
+use tegra_p2p::{
+    FrameSource, KmodSource, RingConfig, RingMemory, SimConfig, SimSource, StartParams, TxTarget,
+};
+use thiserror::Error;
+
+use crate::config::{Content, RadardConfig, SourceKind};
+
+#[derive(Debug, Error)]
+pub enum SetupError {
+    #[error("frame source: {0}")]
+    Source(#[from] tegra_p2p::Error),
+    #[error("processing chain: {0}")]
+    Dsp(#[from] DspError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The frame source in use.
+pub enum Source {
+    Sim(SimSource),
+    Kmod(KmodSource),
+}
+
+impl Source {
+    pub fn as_dyn(&self) -> &dyn FrameSource {
+        match self {
+            Source::Sim(s) => s,
+            Source::Kmod(k) => k,
+        }
+    }
+
+    pub fn as_dyn_mut(&mut self) -> &mut dyn FrameSource {
+        match self {
+            Source::Sim(s) => s,
+            Source::Kmod(k) => k,
+        }
+    }
+}
+
+/// Allocates the ring (CUDA-mapped when CUDA works here) and opens the
+/// source. Returns notes for the start-up log.
+pub fn open_source(cfg: &RadardConfig) -> Result<(Source, Vec<String>), SetupError> {
+    let g = &cfg.geometry;
+    let ring = RingMemory::new(&RingConfig::new(cfg.source.slots, g.frame_bytes()))?;
+    let mut notes: Vec<String> = ring.warnings().to_vec();
+    notes.push(format!(
+        "ring: {} slots x {} KiB in {} memory{}",
+        ring.nr_slots(),
+        ring.slot_bytes() >> 10,
+        if ring.is_cuda() {
+            "CUDA mapped pinned"
+        } else {
+            "host"
+        },
+        if ring.is_locked() { ", locked" } else { "" }
+    ));
+    let source = match cfg.source.kind {
+        SourceKind::Sim => Source::Sim(SimSource::new(
+            ring,
+            SimConfig::with_chunk_bytes(g.chunk_bytes()),
+        )?),
+        SourceKind::Kmod => {
+            Source::Kmod(KmodSource::open(cfg.source.device, ring, g.chunk_bytes())?)
+        }
+    };
+    notes.push(format!(
+        "source: {} ({} chunks of {} KiB per frame)",
+        source.as_dyn().name(),
+        g.chunks_per_frame,
+        g.chunk_bytes() >> 10
+    ));
+    Ok((source, notes))
+}
+
+/// The scene played back when no scene file is given: a few targets spread
+/// over range, velocity and azimuth, at per-sample SNRs a radar sees.
+pub fn builtin_scene() -> Scene {
+    Scene {
+        noise_rms_lsb: 32.0,
+        targets: vec![
+            Target::new(18.0, 4.5, -20.0, -12.0),
+            Target::new(42.5, -11.0, 8.0, -18.0),
+            Target::new(77.0, 0.8, 35.0, -8.0),
+            Target::new(103.0, 21.0, -45.0, -15.0),
+        ],
+    }
+}
+
+/// Generates the scene frames and uploads them to the FPGA's playback memory
+/// (the simulator's, or the card's over the transmit channel).
+pub fn load_scene(cfg: &RadardConfig, source: &mut Source) -> Result<String, SetupError> {
+    let scene = match &cfg.source.scene_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                SetupError::Other(format!("source.scene_file: {}: {e}", path.display()))
+            })?;
+            Scene::from_toml(&text)?
+        }
+        None => builtin_scene(),
+    };
+    let chain = cfg.chain_config();
+    let generator = SceneGenerator::new(&chain, &scene, cfg.source.scene_seed)?;
+    let frames = cfg.source.scene_frames;
+    let mut buf = vec![0u8; generator.frame_bytes()];
+    match source {
+        Source::Sim(sim) => {
+            for i in 0..frames {
+                generator.frame_into(u64::from(i), &mut buf)?;
+                sim.load_playback(i, &buf)?;
+            }
+        }
+        Source::Kmod(k) => {
+            let tx = RingMemory::new(&RingConfig::new(1, generator.frame_bytes()))?;
+            k.attach_tx(tx)?;
+            for i in 0..frames {
+                generator.frame_into(u64::from(i), &mut buf)?;
+                k.transmit(TxTarget::Playback { index: i }, &buf, u64::from(i))?;
+                // One transmit slot: wait for it to come back before the next.
+                loop {
+                    if let Event::TxDone { .. } = k.next_event(Some(Duration::from_secs(5)))? {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(format!(
+        "scene: {} targets, {} frames uploaded for playback (seed {})",
+        scene.targets.len(),
+        frames,
+        cfg.source.scene_seed
+    ))
+}
+
+pub fn start_params(cfg: &RadardConfig) -> StartParams {
+    let base = match cfg.source.content {
+        Content::Scene => StartParams::playback(cfg.source.scene_frames),
+        Content::TestPattern => StartParams::test_pattern(),
+    };
+    base.with_chunk_period(Duration::from_micros(u64::from(cfg.source.chunk_period_us)))
+        .with_event_timeout(Duration::from_millis(u64::from(
+            cfg.source.event_timeout_ms,
+        )))
+}
+
+/// Builds the backend and, when the ring is GPU-visible, lets it prepare its
+/// per-slot work. Returns whether slot indices may be passed to `process`.
+pub fn open_backend(
+    cfg: &RadardConfig,
+    source: &Source,
+) -> Result<(SelectedBackend, bool), SetupError> {
+    let mut sel = select_backend_explained(
+        cfg.backend_kind()
+            .map_err(|e| SetupError::Other(e.to_string()))?,
+        &cfg.chain_config(),
+    )?;
+    let ring = source.as_dyn().ring();
+    let slots: Vec<SlotAddr> = (0..ring.nr_slots())
+        .map(|s| SlotAddr {
+            host_ptr: ring.slot_ptr(s).map_or(0, |p| p as usize),
+            device_ptr: ring.slot_device_ptr(s),
+            bytes: ring.slot_bytes(),
+        })
+        .collect();
+    let prepared = slots.iter().all(|s| s.device_ptr.is_some());
+    if prepared {
+        sel.backend.prepare_slots(&slots)?;
+    }
+    Ok((sel, prepared))
+}

@@ -1,0 +1,100 @@
+//! Errors of the capture path. Every variant that comes from the environment
+//! names the device (or memory) and the operation, so a log line is enough to
+//! act on. Nothing in this crate panics on an environment failure.
+
+use std::sync::Arc;
+
+use nix::errno::Errno;
+
+/// What went wrong, and where.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A system call on the device failed.
+    #[error("{device}: {op}: {errno} ({desc})", desc = errno.desc())]
+    Device {
+        device: Arc<str>,
+        op: &'static str,
+        errno: Errno,
+    },
+    /// The device node does not exist (module not loaded, no card, wrong index).
+    #[error("{device}: no such device node (is the fpga_p2p module loaded?)")]
+    NoDevice { device: Arc<str> },
+    /// Opening or using the device was refused.
+    #[error("{device}: {op}: permission denied (need access to the node, e.g. group radar)")]
+    PermissionDenied { device: Arc<str>, op: &'static str },
+    /// The module speaks another uapi version or event size than this library.
+    #[error(
+        "{device}: module uapi version {found} (event {event_bytes} bytes) does not match this library's version {expected} ({expected_event_bytes} bytes): update the module or the program"
+    )]
+    UapiMismatch {
+        device: Arc<str>,
+        found: u32,
+        expected: u32,
+        event_bytes: u32,
+        expected_event_bytes: u32,
+    },
+    /// No event arrived within the event timeout.
+    #[error("{device}: no event within {timeout_ms} ms")]
+    Timeout { device: Arc<str>, timeout_ms: u32 },
+    /// The ring memory went away (freed, unmapped, or revoked) and capture stopped.
+    #[error("{device}: ring memory was revoked; capture stopped")]
+    Revoked { device: Arc<str> },
+    /// The engine reported a fault and stopped (`code`: `FPGA_P2P_FAULT_*`).
+    #[error("{device}: engine fault (code {code}); capture stopped")]
+    Fault { device: Arc<str>, code: u32 },
+    /// The event queue overflowed (events were lost).
+    #[error("{device}: event queue overflow: events were lost")]
+    Overflow { device: Arc<str> },
+    /// The source is not streaming (never started, stopped, or after a fault).
+    #[error("{device}: {op}: not streaming")]
+    NotStreaming { device: Arc<str>, op: &'static str },
+    /// A request that cannot be valid (geometry, slot index, sizes).
+    #[error("{what}: {reason}")]
+    InvalidArgument { what: &'static str, reason: String },
+    /// The device does not offer what was asked for.
+    #[error("{device}: {what} is not supported by this device")]
+    Unsupported {
+        device: Arc<str>,
+        what: &'static str,
+    },
+    /// Ring memory could not be allocated, mapped or locked.
+    #[error("ring memory: {op}: {reason}")]
+    Memory { op: &'static str, reason: String },
+    /// A CUDA driver call failed.
+    #[error("CUDA: {op}: {reason}")]
+    Cuda { op: &'static str, reason: String },
+}
+
+/// Result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Maps an errno of `op` on `device` to the most specific variant.
+    pub fn from_errno(device: &Arc<str>, op: &'static str, errno: Errno) -> Self {
+        match errno {
+            Errno::ENOENT | Errno::ENODEV | Errno::ENXIO if op == "open" => Error::NoDevice {
+                device: device.clone(),
+            },
+            Errno::EACCES | Errno::EPERM => Error::PermissionDenied {
+                device: device.clone(),
+                op,
+            },
+            _ => Error::Device {
+                device: device.clone(),
+                op,
+                errno,
+            },
+        }
+    }
+
+    /// The errno behind this error, if it came from a system call.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Error::Device { errno, .. } => Some(*errno),
+            Error::PermissionDenied { .. } => Some(Errno::EACCES),
+            Error::NoDevice { .. } => Some(Errno::ENOENT),
+            Error::Timeout { .. } => Some(Errno::ETIMEDOUT),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! Ring memory: N slots of `slot_bytes` (4 KiB aligned, exactly one frame each)
+//! in one region, allocated once at start-up ("map once, stream forever").
+//!
+//! With CUDA (feature `cuda`, libcuda present, a device): `cuMemHostAlloc`
+//! with `DEVICEMAP | PORTABLE` in the primary context of device 0, a device
+//! pointer per slot, and `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS` set on the region
+//! (as NVIDIA's nv-p2p sample does before the memory is pinned for DMA).
+//! Without CUDA: anonymous page-aligned `mmap`, populated and `mlock`ed.
+
+use std::ptr::NonNull;
+
+use crate::error::{Error, Result};
+use crate::uapi::FPGA_P2P_SLOT_ALIGN;
+
+const ALIGN: usize = FPGA_P2P_SLOT_ALIGN as usize;
+
+/// Which memory backs the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryKind {
+    /// CUDA mapped host memory when CUDA works here, locked host memory otherwise.
+    #[default]
+    Auto,
+    /// Page-aligned locked host memory (no device pointers).
+    Host,
+    /// CUDA mapped host memory; an error when CUDA is unavailable.
+    Cuda,
+}
+
+/// How to build a ring.
+#[derive(Debug, Clone)]
+pub struct RingConfig {
+    /// Slots in the ring (at least 2 for capture, 1 for transmit).
+    pub nr_slots: u32,
+    /// Bytes per slot: one frame, a multiple of 4096.
+    pub slot_bytes: usize,
+    /// Memory to use.
+    pub memory: MemoryKind,
+    /// Fail when host memory cannot be locked (default: warn and continue unlocked).
+    pub require_locked: bool,
+}
+
+impl RingConfig {
+    /// `nr_slots` slots of `slot_bytes`, memory chosen automatically, lock best-effort.
+    pub fn new(nr_slots: u32, slot_bytes: usize) -> Self {
+        Self {
+            nr_slots,
+            slot_bytes,
+            memory: MemoryKind::Auto,
+            require_locked: false,
+        }
+    }
+
+    /// Same, on a chosen kind of memory.
+    pub fn with_memory(mut self, memory: MemoryKind) -> Self {
+        self.memory = memory;
+        self
+    }
+}
+
+enum Backing {
+    Mmap {
+        len: usize,
+    },
+    #[cfg(feature = "cuda")]
+    // Held for its Drop (cuMemFreeHost).
+    Cuda(#[allow(dead_code)] crate::cuda::CudaHostAlloc),
+}
+
+/// One allocation holding every slot of a ring.
+pub struct RingMemory {
+    base: NonNull<u8>,
+    nr_slots: u32,
+    slot_bytes: usize,
+    backing: Backing,
+    locked: bool,
+    device_ptrs: Vec<u64>,
+    warnings: Vec<String>,
+}
+
+// SAFETY: the region is plain memory owned by this value; who may write which
+// slot is decided by the frame sources' ownership protocol, not by this type,
+// which only hands out raw pointers.
+unsafe impl Send for RingMemory {}
+// SAFETY: as above; `&RingMemory` only exposes addresses and immutable geometry.
+unsafe impl Sync for RingMemory {}
+
+impl std::fmt::Debug for RingMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingMemory")
+            .field("base", &self.base)
+            .field("nr_slots", &self.nr_slots)
+            .field("slot_bytes", &self.slot_bytes)
+            .field("cuda", &self.is_cuda())
+            .field("locked", &self.locked)
+            .finish()
+    }
+}
+
+impl RingMemory {
+    /// Allocates the ring. Never panics when CUDA is absent; with
+    /// [`MemoryKind::Auto`] it falls back to host memory and records why in
+    /// [`RingMemory::warnings`].
+    pub fn new(cfg: &RingConfig) -> Result<Self> {
+        if cfg.nr_slots == 0 {
+            return Err(Error::InvalidArgument {
+                what: "ring nr_slots",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if cfg.slot_bytes == 0 || cfg.slot_bytes % ALIGN != 0 {
+            return Err(Error::InvalidArgument {
+                what: "ring slot_bytes",
+                reason: format!(
+                    "{} is not a non-zero multiple of {ALIGN} (slots must stay 4 KiB aligned)",
+                    cfg.slot_bytes
+                ),
+            });
+        }
+        let len = cfg
+            .slot_bytes
+            .checked_mul(cfg.nr_slots as usize)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "ring size",
+                reason: "nr_slots * slot_bytes overflows".into(),
+            })?;
+        let mut warnings = Vec::new();
+        match cfg.memory {
+            MemoryKind::Host => Self::new_host(cfg, len, warnings),
+            MemoryKind::Cuda => Self::new_cuda(cfg, len, warnings),
+            MemoryKind::Auto => match Self::new_cuda(cfg, len, Vec::new()) {
+                Ok(r) => Ok(r),
+                Err(e) => {
+                    warnings.push(format!("using host memory, not CUDA: {e}"));
+                    Self::new_host(cfg, len, warnings)
+                }
+            },
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    fn new_cuda(cfg: &RingConfig, len: usize, mut warnings: Vec<String>) -> Result<Self> {
+        let alloc = crate::cuda::CudaHostAlloc::new(len, ALIGN)?;
+        let base = alloc.host_base();
+        let mut device_ptrs = Vec::with_capacity(cfg.nr_slots as usize);
+        for s in 0..cfg.nr_slots as usize {
+            // SAFETY: s < nr_slots, so the offset stays inside the allocation.
+            let p = unsafe { base.as_ptr().add(s * cfg.slot_bytes) };
+            device_ptrs.push(alloc.device_pointer(p)?);
+        }
+        if let Err(e) = alloc.set_sync_memops(device_ptrs[0]) {
+            warnings.push(format!("CU_POINTER_ATTRIBUTE_SYNC_MEMOPS not set: {e}"));
+        }
+        Ok(Self {
+            base,
+            nr_slots: cfg.nr_slots,
+            slot_bytes: cfg.slot_bytes,
+            backing: Backing::Cuda(alloc),
+            // cuMemHostAlloc memory is page-locked by the driver.
+            locked: true,
+            device_ptrs,
+            warnings,
+        })
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn new_cuda(_cfg: &RingConfig, _len: usize, _warnings: Vec<String>) -> Result<Self> {
+        Err(Error::Cuda {
+            op: "allocate ring",
+            reason: "built without the `cuda` feature".into(),
+        })
+    }
+
+    fn new_host(cfg: &RingConfig, len: usize, mut warnings: Vec<String>) -> Result<Self> {
+        // SAFETY: anonymous private mapping chosen by the kernel; no existing
+        // memory is affected. The result is checked against MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::Memory {
+                op: "mmap",
+                reason: format!("{len} bytes: {}", std::io::Error::last_os_error()),
+            });
+        }
+        let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| Error::Memory {
+            op: "mmap",
+            reason: "null mapping".into(),
+        })?;
+        let mut ring = Self {
+            base,
+            nr_slots: cfg.nr_slots,
+            slot_bytes: cfg.slot_bytes,
+            backing: Backing::Mmap { len },
+            locked: false,
+            device_ptrs: Vec::new(),
+            warnings: Vec::new(),
+        };
+        // SAFETY: the range is the mapping just created.
+        if unsafe { libc::mlock(p, len) } == 0 {
+            ring.locked = true;
+        } else {
+            let err = std::io::Error::last_os_error();
+            let msg = format!(
+                "mlock of {len} bytes failed ({err}); raise RLIMIT_MEMLOCK or grant CAP_IPC_LOCK"
+            );
+            if cfg.require_locked {
+                return Err(Error::Memory {
+                    op: "mlock",
+                    reason: msg,
+                });
+            }
+            eprintln!("tegra-p2p: warning: ring memory not locked: {msg}; continuing unlocked");
+            warnings.push(format!("not locked: {msg}"));
+        }
+        ring.warnings.append(&mut warnings);
+        Ok(ring)
+    }
+
+    /// Start of the region (slot 0).
+    pub fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+    /// Bytes of the region (`nr_slots * slot_bytes`).
+    pub fn len(&self) -> usize {
+        self.slot_bytes * self.nr_slots as usize
+    }
+    /// Never true (a ring has at least one slot); for clippy's sake.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+    pub fn nr_slots(&self) -> u32 {
+        self.nr_slots
+    }
+    pub fn slot_bytes(&self) -> usize {
+        self.slot_bytes
+    }
+    /// Host address of `slot`; panics never, returns None when out of range.
+    pub fn slot_ptr(&self, slot: u32) -> Option<*mut u8> {
+        if slot < self.nr_slots {
+            // SAFETY: slot < nr_slots keeps the offset inside the region.
+            Some(unsafe { self.base.as_ptr().add(slot as usize * self.slot_bytes) })
+        } else {
+            None
+        }
+    }
+    /// CUDA device pointer of `slot` (None without CUDA memory).
+    pub fn slot_device_ptr(&self, slot: u32) -> Option<u64> {
+        self.device_ptrs.get(slot as usize).copied()
+    }
+    /// Whether the memory is CUDA mapped host memory.
+    pub fn is_cuda(&self) -> bool {
+        !self.device_ptrs.is_empty()
+    }
+    /// Whether the memory is locked (CUDA memory always is).
+    pub fn is_locked(&self) -> bool {
+        self.locked
+    }
+    /// What did not go as asked (fallback to host memory, memory not locked).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// A slot's bytes, writable.
+    ///
+    /// # Safety
+    /// The caller must own the slot exclusively (no reader or other writer).
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn slot_mut(&self, slot: u32, offset: usize, len: usize) -> &mut [u8] {
+        debug_assert!(slot < self.nr_slots && offset + len <= self.slot_bytes);
+        // SAFETY: in range per the debug assertion and the callers; exclusivity per contract.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.base
+                    .as_ptr()
+                    .add(slot as usize * self.slot_bytes + offset),
+                len,
+            )
+        }
+    }
+}
+
+impl Drop for RingMemory {
+    fn drop(&mut self) {
+        match &self.backing {
+            Backing::Mmap { len } => {
+                // SAFETY: unmapping exactly the mapping this value created; no
+                // borrow of it can outlive `self`.
+                unsafe { libc::munmap(self.base.as_ptr().cast(), *len) };
+            }
+            #[cfg(feature = "cuda")]
+            Backing::Cuda(_) => {} // CudaHostAlloc frees itself.
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_ring_geometry_and_alignment() {
+        let r = RingMemory::new(&RingConfig::new(3, 8192).with_memory(MemoryKind::Host)).unwrap();
+        assert_eq!(r.len(), 3 * 8192);
+        assert_eq!(r.base() as usize % 4096, 0);
+        assert_eq!(
+            r.slot_ptr(2).unwrap() as usize - r.base() as usize,
+            2 * 8192
+        );
+        assert!(r.slot_ptr(3).is_none());
+        assert!(r.slot_device_ptr(0).is_none());
+        // Memory is usable.
+        // SAFETY: test owns the whole ring.
+        unsafe { r.slot_mut(1, 0, 8192) }.fill(0xAB);
+        // SAFETY: as above.
+        assert!(unsafe { r.slot_mut(1, 0, 8192) }.iter().all(|&b| b == 0xAB));
+    }
+
+    #[test]
+    fn bad_geometry_is_an_error() {
+        assert!(RingMemory::new(&RingConfig::new(0, 4096)).is_err());
+        assert!(RingMemory::new(&RingConfig::new(2, 4095)).is_err());
+        assert!(RingMemory::new(&RingConfig::new(2, 0)).is_err());
+        assert!(RingMemory::new(&RingConfig::new(u32::MAX, usize::MAX & !4095)).is_err());
+    }
+
+    #[test]
+    fn auto_never_panics_without_cuda() {
+        let r = RingMemory::new(&RingConfig::new(2, 4096)).unwrap();
+        if !r.is_cuda() {
+            assert!(!r.warnings().is_empty(), "fallback must say why");
+        } else {
+            assert!(r.slot_device_ptr(1).is_some());
+        }
+    }
+}

@@ -1,0 +1,761 @@
+//! `SimSource`: a userspace model of the FPGA capture path, for machines
+//! without the card or the kernel module.
+//!
+//! A producer thread plays the FPGA: at chunk cadence it writes frames into
+//! the same ring memory the real DMA would, decides at each frame start
+//! whether the next slot in chain order is FREE (the module hands slots to
+//! the engine in chain order through descriptor credits; otherwise the frame
+//! is dropped at the source, counted, and reported with the next delivered
+//! frame), computes the CRC as the FPGA does, and
+//! publishes one event per frame (and per chunk, if asked) through a lock-free
+//! SPSC queue. The consumer side (`next_event`, `release`) allocates nothing,
+//! takes no lock, and blocks only in a futex wait when no event is queued.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::pattern;
+use crate::queue::EventQueue;
+use crate::ring::RingMemory;
+use crate::source::{
+    ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SlotRelease, SourceMode,
+    StartParams, TxTarget,
+};
+use crate::uapi::{self, fpga_p2p_event};
+
+/// Default frame: 4 MiB (spec preset `orin-4t4r`).
+pub const DEFAULT_SLOT_BYTES: usize = 4 << 20;
+/// Default DMA chunk: 256 KiB (16 per frame).
+pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
+/// Default slots per ring.
+pub const DEFAULT_NR_SLOTS: u32 = 4;
+/// Default chunk period: 2 kHz, so a 16-chunk frame every 8 ms.
+pub const DEFAULT_CHUNK_PERIOD: Duration = Duration::from_micros(500);
+
+const FREE: u32 = 0;
+const FILLING: u32 = 1;
+const READY: u32 = 2;
+
+/// Faults the simulated FPGA injects (all off by default). Frame numbers are
+/// sequence numbers; "every N" means sequences N-1, 2N-1, ...
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SimFaults {
+    /// Drop every Nth frame at the source (counted as `drops_fault`).
+    pub drop_every: u64,
+    /// Drop each frame with this probability (seeded, deterministic).
+    pub drop_probability: f64,
+    /// Deliver every Nth frame short (flag SHORT, CRC over what was delivered).
+    pub short_every: u64,
+    /// Corrupt one bit of every Nth frame after the CRC was computed.
+    pub corrupt_every: u64,
+    /// Before frame `.0` starts, produce nothing for `.1`.
+    pub stall: Option<(u64, Duration)>,
+    /// Before frame N starts, revoke the ring (as if its memory went away).
+    pub revoke_at: Option<u64>,
+    /// Before frame `.0` starts, stop with an engine fault of code `.1`.
+    pub fault_at: Option<(u64, u32)>,
+    /// Seed of the random decisions.
+    pub seed: u64,
+}
+
+/// Simulator configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// DMA chunk; divides the slot size, multiple of 4096 (as the module requires).
+    pub chunk_bytes: usize,
+    pub faults: SimFaults,
+    /// Frames the playback memory holds.
+    pub max_playback_frames: u32,
+    /// Largest transmit buffer.
+    pub max_tx_bytes: usize,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            faults: SimFaults::default(),
+            max_playback_frames: 64,
+            max_tx_bytes: DEFAULT_SLOT_BYTES,
+        }
+    }
+}
+
+impl SimConfig {
+    /// Default configuration with `chunk_bytes` chunks.
+    pub fn with_chunk_bytes(chunk_bytes: usize) -> Self {
+        Self {
+            chunk_bytes,
+            ..Self::default()
+        }
+    }
+}
+
+#[derive(Default)]
+struct AtomicCounters {
+    frames: AtomicU64,
+    chunks: AtomicU64,
+    drops_no_slot: AtomicU64,
+    drops_fault: AtomicU64,
+    short_frames: AtomicU64,
+    crc_errors: AtomicU64,
+    desc_errors: AtomicU64,
+    irqs: AtomicU64,
+    revocations: AtomicU64,
+    tx_submitted: AtomicU64,
+    tx_completed: AtomicU64,
+    event_overflows: AtomicU64,
+    dma_timeouts: AtomicU64,
+}
+
+fn inc(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+struct Shared {
+    ring: RingMemory,
+    states: Box<[AtomicU32]>,
+    events: EventQueue,
+    stop: AtomicBool,
+    overflow: AtomicBool,
+    counters: AtomicCounters,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunState {
+    Idle,
+    Streaming,
+    Revoked,
+    Fault(u32),
+}
+
+/// What the simulated FPGA received on its transmit channel, per target.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxRecord {
+    /// Buffers received.
+    pub count: u64,
+    /// Bytes of the last buffer.
+    pub last_bytes: u32,
+    /// CRC-32/IEEE of the last buffer.
+    pub last_crc32: u32,
+}
+
+/// The userspace FPGA simulator. See the module documentation.
+pub struct SimSource {
+    shared: Arc<Shared>,
+    cfg: SimConfig,
+    name: Arc<str>,
+    producer: Option<JoinHandle<()>>,
+    state: Cell<RunState>,
+    timeout: Cell<Duration>,
+    playback: RefCell<Vec<Option<Arc<[u8]>>>>,
+    tx_done: RefCell<VecDeque<u64>>,
+    tx_log: RefCell<[TxRecord; 3]>,
+}
+
+impl std::fmt::Debug for SimSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimSource")
+            .field("ring", &self.shared.ring)
+            .field("cfg", &self.cfg)
+            .field("state", &self.state.get())
+            .finish()
+    }
+}
+
+impl SimSource {
+    /// A simulator streaming into `ring` (which it owns from now on).
+    pub fn new(ring: RingMemory, cfg: SimConfig) -> Result<Self> {
+        let slot = ring.slot_bytes();
+        let align = uapi::FPGA_P2P_SLOT_ALIGN as usize;
+        if cfg.chunk_bytes == 0 || cfg.chunk_bytes % align != 0 || slot % cfg.chunk_bytes != 0 {
+            return Err(Error::InvalidArgument {
+                what: "sim chunk_bytes",
+                reason: format!(
+                    "{} must be a multiple of {align} that divides the slot size {slot}",
+                    cfg.chunk_bytes
+                ),
+            });
+        }
+        if ring.nr_slots() < 2 {
+            return Err(Error::InvalidArgument {
+                what: "sim ring",
+                reason: "a capture ring needs at least 2 slots".into(),
+            });
+        }
+        let nchunks = slot / cfg.chunk_bytes;
+        let states = (0..ring.nr_slots()).map(|_| AtomicU32::new(FREE)).collect();
+        let events = EventQueue::new(ring.nr_slots() as usize * (nchunks + 1) + 8);
+        let playback = vec![None; cfg.max_playback_frames as usize];
+        Ok(Self {
+            shared: Arc::new(Shared {
+                ring,
+                states,
+                events,
+                stop: AtomicBool::new(false),
+                overflow: AtomicBool::new(false),
+                counters: AtomicCounters::default(),
+            }),
+            cfg,
+            name: Arc::from("sim"),
+            producer: None,
+            state: Cell::new(RunState::Idle),
+            timeout: Cell::new(Duration::from_secs(1)),
+            playback: RefCell::new(playback),
+            tx_done: RefCell::new(VecDeque::with_capacity(64)),
+            tx_log: RefCell::new([TxRecord::default(); 3]),
+        })
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &SimConfig {
+        &self.cfg
+    }
+
+    /// Changes the fault injection (only while stopped).
+    pub fn set_faults(&mut self, faults: SimFaults) -> Result<()> {
+        self.require_stopped("set_faults")?;
+        self.cfg.faults = faults;
+        Ok(())
+    }
+
+    /// Puts `frame` into playback memory at `index` (same as transmitting
+    /// it with target `Playback { index }`, without the completion event).
+    pub fn load_playback(&mut self, index: u32, frame: &[u8]) -> Result<()> {
+        self.require_stopped("load_playback")?;
+        self.store_playback(index, frame)
+    }
+
+    /// What the simulated FPGA last received for each transmit target.
+    pub fn tx_record(&self, target: TxTarget) -> TxRecord {
+        self.tx_log.borrow()[target.raw().0 as usize]
+    }
+
+    fn require_stopped(&self, op: &'static str) -> Result<()> {
+        if self.state.get() == RunState::Streaming {
+            return Err(Error::InvalidArgument {
+                what: op,
+                reason: "not allowed while streaming; stop first".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn store_playback(&self, index: u32, frame: &[u8]) -> Result<()> {
+        let mut pb = self.playback.borrow_mut();
+        let n = pb.len();
+        let entry = pb
+            .get_mut(index as usize)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "playback index",
+                reason: format!("{index} >= playback memory of {n} frames"),
+            })?;
+        if frame.len() != self.shared.ring.slot_bytes() {
+            return Err(Error::InvalidArgument {
+                what: "playback frame",
+                reason: format!(
+                    "{} bytes, the frame size is {}",
+                    frame.len(),
+                    self.shared.ring.slot_bytes()
+                ),
+            });
+        }
+        *entry = Some(Arc::from(frame));
+        Ok(())
+    }
+
+    fn join_producer(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.producer.take() {
+            // A panicking producer is a bug; there is nothing to recover here.
+            let _ = h.join();
+        }
+        self.shared.events.kick();
+    }
+
+    fn frame_from(&self, ev: &fpga_p2p_event) -> Frame<'_> {
+        // SAFETY: the producer set this slot READY before publishing the event
+        // and never writes a READY slot; it becomes FREE only via release_slot.
+        unsafe { Frame::new(self, &self.shared.ring, FrameMeta::from_event(ev)) }
+    }
+}
+
+impl SlotRelease for SimSource {
+    fn release_slot(&self, slot: u32) -> Result<()> {
+        let Some(st) = self.shared.states.get(slot as usize) else {
+            return Err(Error::InvalidArgument {
+                what: "release",
+                reason: format!("slot {slot} out of range"),
+            });
+        };
+        match st.compare_exchange(READY, FREE, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(Error::InvalidArgument {
+                what: "release",
+                reason: format!("slot {slot} is not owned by the application"),
+            }),
+        }
+    }
+}
+
+impl FrameSource for SimSource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn ring(&self) -> &RingMemory {
+        &self.shared.ring
+    }
+
+    fn chunk_bytes(&self) -> usize {
+        self.cfg.chunk_bytes
+    }
+
+    fn start(&mut self, params: &StartParams) -> Result<()> {
+        if self.producer.is_some() {
+            return Err(Error::InvalidArgument {
+                what: "start",
+                reason: "already started; stop first".into(),
+            });
+        }
+        let slot_bytes = self.shared.ring.slot_bytes();
+        let mode = match params.mode {
+            SourceMode::Adc => {
+                return Err(Error::Unsupported {
+                    device: self.name.clone(),
+                    what: "the ADC source (the simulator has no front end; use playback)",
+                });
+            }
+            SourceMode::TestPattern => Mode::Pattern,
+            SourceMode::Playback { frames } => {
+                let pb = self.playback.borrow();
+                if frames == 0 || frames as usize > pb.len() {
+                    return Err(Error::InvalidArgument {
+                        what: "playback frames",
+                        reason: format!("{frames} not in 1..={}", pb.len()),
+                    });
+                }
+                let mut v = Vec::with_capacity(frames as usize);
+                for (i, f) in pb.iter().take(frames as usize).enumerate() {
+                    match f {
+                        Some(f) if f.len() == slot_bytes => v.push(f.clone()),
+                        _ => {
+                            return Err(Error::InvalidArgument {
+                                what: "playback frames",
+                                reason: format!("frame {i} was never uploaded"),
+                            });
+                        }
+                    }
+                }
+                Mode::Playback(v)
+            }
+        };
+        // Fresh stream: every slot FREE, nothing queued.
+        for s in self.shared.states.iter() {
+            s.store(FREE, Ordering::SeqCst);
+        }
+        self.shared.events.clear();
+        self.shared.overflow.store(false, Ordering::SeqCst);
+        self.shared.stop.store(false, Ordering::SeqCst);
+        let producer = Producer {
+            shared: self.shared.clone(),
+            mode,
+            chunk_bytes: self.cfg.chunk_bytes,
+            period: params.chunk_period.unwrap_or(DEFAULT_CHUNK_PERIOD),
+            chunk_events: params.chunk_events,
+            faults: self.cfg.faults.clone(),
+            rng: SplitMix64(self.cfg.faults.seed ^ 0x5EED_F00D),
+        };
+        let h = std::thread::Builder::new()
+            .name("fpga-sim".into())
+            .spawn(move || producer.run())
+            .map_err(|e| Error::Memory {
+                op: "spawn simulator thread",
+                reason: e.to_string(),
+            })?;
+        self.producer = Some(h);
+        self.timeout.set(params.event_timeout);
+        self.state.set(RunState::Streaming);
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<()> {
+        self.join_producer();
+        // No frame handle can be alive (`&mut self`), so every slot is free.
+        self.shared.events.clear();
+        for s in self.shared.states.iter() {
+            s.store(FREE, Ordering::SeqCst);
+        }
+        self.state.set(RunState::Idle);
+        Ok(())
+    }
+
+    fn next_event(&self, timeout: Option<Duration>) -> Result<Event<'_>> {
+        if let Some(cookie) = self.tx_done.borrow_mut().pop_front() {
+            return Ok(Event::TxDone {
+                slot: 0,
+                cookie,
+                failed: false,
+            });
+        }
+        match self.state.get() {
+            RunState::Streaming => {}
+            RunState::Idle => {
+                return Err(Error::NotStreaming {
+                    device: self.name.clone(),
+                    op: "wait",
+                });
+            }
+            RunState::Revoked => {
+                return Err(Error::Revoked {
+                    device: self.name.clone(),
+                });
+            }
+            RunState::Fault(code) => {
+                return Err(Error::Fault {
+                    device: self.name.clone(),
+                    code,
+                });
+            }
+        }
+        if self.shared.overflow.load(Ordering::Relaxed) {
+            self.shared.overflow.store(false, Ordering::Relaxed);
+            return Err(Error::Overflow {
+                device: self.name.clone(),
+            });
+        }
+        let t = timeout.unwrap_or(self.timeout.get());
+        let Some(ev) = self.shared.events.pop_wait(t) else {
+            return Err(Error::Timeout {
+                device: self.name.clone(),
+                timeout_ms: t.as_millis().min(u32::MAX as u128) as u32,
+            });
+        };
+        match ev.type_ {
+            uapi::FPGA_P2P_EV_FRAME => Ok(Event::Frame(self.frame_from(&ev))),
+            uapi::FPGA_P2P_EV_CHUNK => {
+                let ring = &self.shared.ring;
+                let offset = ev.chunk as usize * self.cfg.chunk_bytes;
+                let base = ring.slot_ptr(ev.slot).unwrap_or(std::ptr::null_mut());
+                Ok(Event::Chunk(ChunkEvent {
+                    slot: ev.slot,
+                    sequence: ev.sequence,
+                    chunk: ev.chunk,
+                    offset,
+                    host_ptr: base.wrapping_add(offset),
+                    device_ptr: ring.slot_device_ptr(ev.slot).map(|d| d + offset as u64),
+                }))
+            }
+            uapi::FPGA_P2P_EV_REVOKED => {
+                self.state.set(RunState::Revoked);
+                Err(Error::Revoked {
+                    device: self.name.clone(),
+                })
+            }
+            code => {
+                let code = if code == uapi::FPGA_P2P_EV_FAULT {
+                    ev.chunk
+                } else {
+                    u32::MAX
+                };
+                self.state.set(RunState::Fault(code));
+                Err(Error::Fault {
+                    device: self.name.clone(),
+                    code,
+                })
+            }
+        }
+    }
+
+    fn counters(&self) -> Result<Counters> {
+        let c = &self.shared.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Ok(Counters {
+            frames: l(&c.frames),
+            chunks: l(&c.chunks),
+            drops_no_slot: l(&c.drops_no_slot),
+            drops_fault: l(&c.drops_fault),
+            short_frames: l(&c.short_frames),
+            crc_errors: l(&c.crc_errors),
+            desc_errors: l(&c.desc_errors),
+            irqs: l(&c.irqs),
+            revocations: l(&c.revocations),
+            tx_submitted: l(&c.tx_submitted),
+            tx_completed: l(&c.tx_completed),
+            event_overflows: l(&c.event_overflows),
+            dma_timeouts: l(&c.dma_timeouts),
+            reserved: [0; 3],
+        })
+    }
+
+    fn transmit(&self, target: TxTarget, data: &[u8], cookie: u64) -> Result<()> {
+        if data.is_empty() || data.len() > self.cfg.max_tx_bytes {
+            return Err(Error::InvalidArgument {
+                what: "transmit",
+                reason: format!("{} bytes not in 1..={}", data.len(), self.cfg.max_tx_bytes),
+            });
+        }
+        if let TxTarget::Playback { index } = target {
+            self.require_stopped("transmit to playback memory")?;
+            self.store_playback(index, data)?;
+        }
+        inc(&self.shared.counters.tx_submitted);
+        let rec = &mut self.tx_log.borrow_mut()[target.raw().0 as usize];
+        rec.count += 1;
+        rec.last_bytes = data.len() as u32;
+        rec.last_crc32 = pattern::crc32(data);
+        self.tx_done.borrow_mut().push_back(cookie);
+        inc(&self.shared.counters.tx_completed);
+        Ok(())
+    }
+}
+
+impl Drop for SimSource {
+    fn drop(&mut self) {
+        self.join_producer();
+    }
+}
+
+enum Mode {
+    Pattern,
+    Playback(Vec<Arc<[u8]>>),
+}
+
+/// Deterministic fault decisions.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn every(n: u64, seq: u64) -> bool {
+    n != 0 && seq % n == n - 1
+}
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: out-pointer to a local timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The simulated FPGA: one thread, owns FREE slots it claims until it marks them READY.
+struct Producer {
+    shared: Arc<Shared>,
+    mode: Mode,
+    chunk_bytes: usize,
+    period: Duration,
+    chunk_events: bool,
+    faults: SimFaults,
+    rng: SplitMix64,
+}
+
+impl Producer {
+    /// Sleeps until `t_ns` (CLOCK_MONOTONIC); false when asked to stop.
+    fn sleep_until(&self, t_ns: u64) -> bool {
+        loop {
+            if self.shared.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            let now = now_ns();
+            if now >= t_ns {
+                return true;
+            }
+            // Wake at least every 20 ms to notice a stop.
+            let until = t_ns.min(now + 20_000_000);
+            let ts = libc::timespec {
+                tv_sec: (until / 1_000_000_000) as _,
+                tv_nsec: (until % 1_000_000_000) as _,
+            };
+            // SAFETY: absolute sleep on a local timespec; EINTR just loops.
+            unsafe {
+                libc::clock_nanosleep(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TIMER_ABSTIME,
+                    &ts,
+                    std::ptr::null_mut(),
+                )
+            };
+        }
+    }
+
+    fn push(&self, ev: fpga_p2p_event) -> bool {
+        if self.shared.events.push(ev) {
+            true
+        } else {
+            inc(&self.shared.counters.event_overflows);
+            self.shared.overflow.store(true, Ordering::Relaxed);
+            false
+        }
+    }
+
+    fn run(mut self) {
+        let sh = self.shared.clone();
+        let c = &sh.counters;
+        let ring = &sh.ring;
+        let nslots = ring.nr_slots();
+        let slot_bytes = ring.slot_bytes();
+        let nchunks = slot_bytes / self.chunk_bytes;
+        let period_ns = self.period.as_nanos().min(u64::MAX as u128) as u64;
+        let frame_ns = period_ns * nchunks as u64;
+        let mut t_next = now_ns();
+        let mut cursor = 0u32;
+        let mut pending_drops: u64 = 0;
+        let mut seq: u64 = 0;
+        loop {
+            if sh.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            // The FPGA's clock does not catch up after the host fell behind.
+            let now = now_ns();
+            if period_ns > 0 && now > t_next + frame_ns {
+                t_next = now;
+            }
+            if let Some((_, d)) = self.faults.stall.filter(|&(at, _)| at == seq) {
+                t_next = now_ns() + d.as_nanos() as u64;
+                if !self.sleep_until(t_next) {
+                    return;
+                }
+            }
+            if self.faults.revoke_at == Some(seq) {
+                inc(&c.revocations);
+                self.push(fpga_p2p_event {
+                    type_: uapi::FPGA_P2P_EV_REVOKED,
+                    sequence: seq,
+                    ..Default::default()
+                });
+                return;
+            }
+            if let Some((_, code)) = self.faults.fault_at.filter(|&(at, _)| at == seq) {
+                inc(&c.desc_errors);
+                self.push(fpga_p2p_event {
+                    type_: uapi::FPGA_P2P_EV_FAULT,
+                    sequence: seq,
+                    chunk: code,
+                    ..Default::default()
+                });
+                return;
+            }
+            let fault_drop = every(self.faults.drop_every, seq)
+                || (self.faults.drop_probability > 0.0
+                    && self.rng.next_f64() < self.faults.drop_probability);
+            // Drop at source is decided at frame start. Slots go to the engine
+            // in chain order (descriptor credits, as the module grants them):
+            // the next slot in the chain must be FREE, even if a later one is.
+            let slot = if fault_drop {
+                inc(&c.drops_fault);
+                None
+            } else if sh.states[cursor as usize]
+                .compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                Some(cursor)
+            } else {
+                inc(&c.drops_no_slot);
+                None
+            };
+            let Some(slot) = slot else {
+                pending_drops += 1;
+                seq += 1;
+                t_next += frame_ns;
+                if !self.sleep_until(t_next) {
+                    return;
+                }
+                continue;
+            };
+            let short = every(self.faults.short_every, seq);
+            // Same lengths and positions as the kernel's FPGA model.
+            let bytes = if short {
+                ((slot_bytes / 2) & !3).max(4)
+            } else {
+                slot_bytes
+            };
+            let timestamp_ns = now_ns();
+            let mut crc = crc32fast::Hasher::new();
+            for chunk in 0..nchunks {
+                t_next += period_ns;
+                if !self.sleep_until(t_next) {
+                    sh.states[slot as usize].store(FREE, Ordering::Release);
+                    return;
+                }
+                let off = chunk * self.chunk_bytes;
+                if off >= bytes {
+                    break;
+                }
+                let len = self.chunk_bytes.min(bytes - off);
+                // SAFETY: this thread claimed the slot (FILLING) and is its only writer;
+                // the application cannot see it until it is READY.
+                let dst = unsafe { ring.slot_mut(slot, off, len) };
+                match &self.mode {
+                    Mode::Pattern => pattern::fill_chunk(dst, seq, chunk, self.chunk_bytes),
+                    Mode::Playback(frames) => {
+                        let src = &frames[(seq % frames.len() as u64) as usize];
+                        dst.copy_from_slice(&src[off..off + len]);
+                    }
+                }
+                crc.update(dst);
+                inc(&c.chunks);
+                inc(&c.irqs);
+                if self.chunk_events {
+                    self.push(fpga_p2p_event {
+                        type_: uapi::FPGA_P2P_EV_CHUNK,
+                        slot,
+                        sequence: seq,
+                        timestamp_ns,
+                        chunk: chunk as u32,
+                        bytes: len as u32,
+                        ..Default::default()
+                    });
+                }
+            }
+            let crc32 = crc.finalize();
+            if every(self.faults.corrupt_every, seq) {
+                let pos = (seq.wrapping_mul(4099) % bytes as u64) as usize;
+                // SAFETY: still FILLING, owned by this thread.
+                let b = unsafe { ring.slot_mut(slot, pos, 1) };
+                b[0] ^= 0x40;
+            }
+            let mut flags = 0;
+            if short {
+                flags |= uapi::FPGA_P2P_EVF_SHORT;
+                inc(&c.short_frames);
+            }
+            // Publish: payload writes happen-before the application's Acquire.
+            sh.states[slot as usize].store(READY, Ordering::Release);
+            let ev = fpga_p2p_event {
+                type_: uapi::FPGA_P2P_EV_FRAME,
+                slot,
+                flags,
+                sequence: seq,
+                timestamp_ns,
+                bytes: bytes as u32,
+                crc32,
+                dropped: pending_drops.min(u32::MAX as u64) as u32,
+                ..Default::default()
+            };
+            if self.push(ev) {
+                inc(&c.frames);
+            } else {
+                sh.states[slot as usize].store(FREE, Ordering::Release);
+            }
+            pending_drops = 0;
+            seq += 1;
+            cursor = (slot + 1) % nslots;
+        }
+    }
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317 # the check_* functions are called as "check_$name"
+# Static checks of the kernel modules in kmod/ (fpga_p2p, nvp2p_shim):
+#   w1        build against Debian's 6.1 headers with W=1, no warning allowed
+#   sparse    make C=2 (sparse on every file), no sparse warning allowed
+#   checkpatch  checkpatch.pl --strict on every .c/.h, no error/warning/check
+#   arm64     cross-build against an arm64 6.1 tree (defconfig + modules_prepare)
+# Each build is done with and without the FPGA model (FPGA_P2P_MODEL=1).
+# Prints PASS/FAIL per check, exits non-zero if any failed. Logs in
+# target/kmod-checks/.
+#
+#   bash tests/kmod-checks.sh [CHECK...]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+# shellcheck source=tests/qemu/lib.sh
+. "$here/qemu/lib.sh"
+
+kmod_src=${RADAR_KMOD_DIR:-"$top/kmod"}
+logdir="$top/target/kmod-checks"
+mkdir -p "$logdir"
+only=("$@")
+
+ensure_pkgs build-essential bc bison flex libelf-dev libssl-dev kmod sparse perl \
+	linux-headers-amd64 gcc-aarch64-linux-gnu
+[ -f "$kmod_src/Makefile" ] || die "no $kmod_src/Makefile"
+
+kver=''
+for h in $(printf '%s\n' /usr/src/linux-headers-*-amd64 | sort -V -r); do
+	[ -f "$h/Makefile" ] && { kver=${h#/usr/src/linux-headers-}; break; }
+done
+[ -n "$kver" ] || die "no Debian linux-headers-*-amd64"
+debian_kdir="/usr/src/linux-headers-$kver"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Lines that are warnings for our purposes: compiler, sparse, modpost.
+# With no_vmlinux=1 (a tree prepared with modules_prepare only, which has no
+# vmlinux symbols), modpost's complaints about kernel symbols are expected.
+warnings_in() {
+	local no_vmlinux=$2
+	grep -E '(warning|error):|WARNING:|ERROR:' "$1" |
+		if [ "$no_vmlinux" = 1 ]; then
+			grep -v -E 'WARNING: Module.symvers is missing|WARNING: modpost: "[A-Za-z0-9_]+" \[.*\] undefined!|WARNING: modpost: suppressed [0-9]+ unresolved symbol warnings'
+		else
+			cat
+		fi || true
+}
+
+# build NAME KDIR MAKE-ARGS...: a clean build of a private copy of kmod/;
+# fails on a failed build or any warning line.
+build() {
+	local name=$1 kdir=$2 no_vmlinux=0
+	[ -f "$kdir/Module.symvers" ] || no_vmlinux=1
+	local dir="$tmp/$name" logf="$logdir/$name.log"
+	shift 2
+	rm -rf "$dir"
+	cp -a "$kmod_src" "$dir"
+	# Objects of an in-place build in the checkout must not be reused.
+	make -C "$dir" KDIR="$kdir" "$@" clean >/dev/null 2>&1 || true
+	if ! make -C "$dir" KDIR="$kdir" "$@" >"$logf" 2>&1; then
+		tail -n 20 "$logf"
+		echo "  build failed (log: $logf)"
+		return 1
+	fi
+	local w
+	w=$(warnings_in "$logf" "$no_vmlinux")
+	if [ -n "$w" ]; then
+		printf '%s\n' "$w" | head -n 30
+		echo "  $(printf '%s\n' "$w" | wc -l) warning line(s) (log: $logf)"
+		return 1
+	fi
+	local kos
+	kos=$(find "$dir" -name '*.ko' -printf '%f ')
+	echo "  built: ${kos:-nothing}"
+	[ -n "$kos" ]
+}
+
+check_w1() {
+	build w1-model "$debian_kdir" W=1 FPGA_P2P_MODEL=1 &&
+		build w1 "$debian_kdir" W=1
+}
+
+check_sparse() {
+	# C=2 runs sparse on every source whether or not it needs rebuilding.
+	build sparse-model "$debian_kdir" C=2 FPGA_P2P_MODEL=1 &&
+		build sparse "$debian_kdir" C=2
+}
+
+check_checkpatch() {
+	local src files f out bad=0
+	src=$(ensure_kernel_src)
+	# Paths relative to kmod/ without "./": checkpatch recognises uapi headers
+	# by their path (include/uapi/, where BIT() does not exist). Generated
+	# *.mod.c files of an in-place build are not ours.
+	mapfile -t files < <(cd "$kmod_src" && find . -name '*.[ch]' ! -name '*.mod.c' |
+		sed 's|^\./||' | sort)
+	[ ${#files[@]} -gt 0 ] || { echo "  no .c/.h files under $kmod_src"; return 1; }
+	: >"$logdir/checkpatch.log"
+	for f in "${files[@]}"; do
+		# Userspace test programs (kmod/tests/) use the C library's types.
+		local ignore=()
+		case $f in tests/*) ignore=(--ignore PREFER_KERNEL_TYPES) ;; esac
+		# Non-zero exit on any ERROR, WARNING or CHECK.
+		if out=$(cd "$kmod_src" && perl "$src/scripts/checkpatch.pl" --strict --no-tree \
+			--terse --show-types --no-summary "${ignore[@]}" -f "$f" 2>&1); then
+			printf '== %s: clean\n' "$f" >>"$logdir/checkpatch.log"
+		else
+			printf '== %s\n%s\n' "$f" "$out" >>"$logdir/checkpatch.log"
+			printf '%s\n' "$out" | sed 's/^/  /' | head -n 20
+			bad=1
+		fi
+	done
+	echo "  ${#files[@]} file(s) checked (log: $logdir/checkpatch.log)"
+	return "$bad"
+}
+
+# An arm64 6.1 tree for cross builds, cached like the debug kernel.
+arm64_tree() {
+	local src key out
+	src=$(ensure_kernel_src)
+	key=$({
+		kernel_src_version
+		aarch64-linux-gnu-gcc --version | head -n1
+		echo "recipe $RADAR_KERNEL_RECIPE"
+	} | sha256sum | cut -c1-16)
+	out="$RADAR_KERNEL_CACHE/arm64-$key"
+	if [ ! -f "$out/.radar-complete" ]; then
+		rm -rf "$out"
+		mkdir -p "$out"
+		log "preparing the arm64 tree in $out"
+		make -C "$src" O="$out" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- \
+			defconfig modules_prepare >"$out.log" 2>&1 ||
+			{ tail -n 20 "$out.log" >&2; return 1; }
+		touch "$out/.radar-complete"
+	fi
+	printf '%s\n' "$out"
+}
+
+check_arm64() {
+	local kdir
+	kdir=$(arm64_tree) || { echo "  preparing the arm64 tree failed"; return 1; }
+	build arm64 "$kdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- W=1 &&
+		build arm64-model "$kdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- W=1 FPGA_P2P_MODEL=1
+}
+
+failed=0
+for check in w1 sparse checkpatch arm64; do
+	if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qx "$check"; then
+		continue
+	fi
+	echo "--- $check"
+	t0=$SECONDS
+	if "check_$check"; then
+		echo "PASS $check ($((SECONDS - t0)) s)"
+	else
+		echo "FAIL $check ($((SECONDS - t0)) s)"
+		failed=1
+	fi
+done
+[ "$failed" -eq 0 ] && echo "kmod checks: all passed" || echo "kmod checks: FAILED"
+exit "$failed"

@@ -1,0 +1,309 @@
+#!/bin/sh
+# Guest side of the QEMU harness: /init (PID 1) of the initramfs that
+# tests/qemu/run.sh builds, run by busybox sh. It runs the suites named by
+# radar.suite=NAME|all|shell on the kernel command line, each on freshly
+# loaded modules, and reports on the result channel (the second serial port,
+# /dev/ttyS1); the first serial port stays the kernel console. The protocol is
+# in tests/qemu/README.md. On the host, `sh guest-init.sh --list` prints the
+# suite table (run.sh uses it to know the suites and their time limits).
+
+# The suites, in the order `all` runs them: name, time limit in the guest (s),
+# command. The command runs with both modules freshly loaded (except
+# lifecycle, which loads and unloads them itself) and must print one
+# "@@result {json}" line on stdout. Sizes are chosen for TCG: on the debug
+# kernel (KASAN, lockdep) stream took ~120 s, lifecycle ~70 s, the others
+# 20-40 s; the limits leave about three times that.
+SUITES='
+stream      420 p2p-suite stream --small-frames 20000 --full-frames 100
+ownership   300 p2p-suite ownership
+revocation  300 p2p-suite revocation
+crash       300 p2p-suite crash
+badinput    300 p2p-suite badinput
+duplex      300 p2p-suite duplex --frames 100
+lifecycle   420 /init --lifecycle 50
+'
+# Module parameters, and what a lifecycle cycle runs to prove a short stream works.
+SHIM_ARGS=''
+FPGA_ARGS='model_devices=1'
+SMOKE_CMD='p2p-suite smoke --frames 4'
+# A process that opens the device and sleeps until killed.
+HOLD_CMD='p2p-suite hold-open'
+# A hold-open attempt every HOLD_EVERY cycles of lifecycle.
+HOLD_EVERY=5
+
+MODDIR=/lib/modules/radar
+DEV=/dev/fpga-p2p0
+RES=/dev/ttyS1
+KMEMLEAK=/sys/kernel/debug/kmemleak
+
+# --- helpers -----------------------------------------------------------------
+
+# Print the suite table as "name limit" lines.
+list_suites() {
+	printf '%s\n' "$SUITES" | while read -r name limit _; do
+		[ -n "$name" ] && echo "$name $limit"
+	done
+}
+
+emit() { echo "$*" >"$RES"; }
+# A line in the kernel log (and so on the console), to split it per suite.
+kmsg() { echo "radar-harness: $*" >/dev/kmsg; }
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+# Keep one line, free of characters the result protocol uses.
+oneline() { tr '\n' ' ' | sed 's/["\\]/ /g' | cut -c1-300; }
+
+is_loaded() { grep -q "^$1 " /proc/modules; }
+
+# Load dependencies of the Debian kernel (deps.order, from run.sh), then ours.
+load_modules() {
+	if [ -f "$MODDIR/deps.order" ]; then
+		while read -r ko; do
+			m=$(basename "$ko" .ko)
+			is_loaded "$m" || insmod "$MODDIR/$ko" || return 1
+		done <"$MODDIR/deps.order"
+	fi
+	# shellcheck disable=SC2086 # the arguments are word lists
+	insmod "$MODDIR/nvp2p_shim.ko" $SHIM_ARGS || return 1
+	# shellcheck disable=SC2086
+	insmod "$MODDIR/fpga_p2p.ko" $FPGA_ARGS || { rmmod nvp2p_shim; return 1; }
+	wait_for "[ -c $DEV ]" 10 || { echo "$DEV did not appear"; return 1; }
+}
+
+# Processes that have a device of ours open, as "pid(comm)".
+device_users() {
+	for fd in /proc/[0-9]*/fd/*; do
+		case $(readlink "$fd" 2>/dev/null) in
+		/dev/fpga-p2p*)
+			pid=${fd#/proc/}
+			pid=${pid%%/*}
+			echo "$pid($(cat "/proc/$pid/comm" 2>/dev/null))"
+			;;
+		esac
+	done | sort -u | tr '\n' ' '
+}
+
+# unload_one MODULE: rmmod, retried for up to 5 s (a release that finishes
+# asynchronously right after the last close is not a leak); says why not.
+unload_one() {
+	is_loaded "$1" || return 0
+	n=0
+	until rmmod "$1" 2>/tmp/rmmod.err; do
+		n=$((n + 1))
+		if [ "$n" -ge 50 ]; then
+			cat /tmp/rmmod.err
+			# shellcheck disable=SC2012 # module names are plain words
+			holders=$(ls "/sys/module/$1/holders" 2>/dev/null | tr '\n' ' ')
+			users=$(device_users)
+			echo "$1: refcnt $(cat "/sys/module/$1/refcnt" 2>/dev/null)," \
+				"holders: ${holders:-none}, device open by: ${users:-nobody}"
+			return 1
+		fi
+		usleep 100000
+	done
+	[ "$n" -gt 0 ] && echo "rmmod $1 succeeded after $n retries (0.1 s each)"
+	return 0
+}
+
+unload_modules() {
+	unload_one fpga_p2p || return 1
+	unload_one nvp2p_shim
+}
+
+# wait_for CONDITION SECONDS: poll a shell condition every 0.1 s.
+wait_for() {
+	n=$(($2 * 10))
+	while [ "$n" -gt 0 ]; do
+		eval "$1" && return 0
+		usleep 100000
+		n=$((n - 1))
+	done
+	return 1
+}
+
+# kmemleak (debug kernel only): scan twice (an object must be unreferenced for
+# two scans and 5 s old to be reported), then copy the report into the kernel
+# log so the host counts it with everything else.
+kmemleak_check() {
+	[ -w "$KMEMLEAK" ] || return 0
+	sleep 5
+	echo scan >"$KMEMLEAK"
+	echo scan >"$KMEMLEAK"
+	while IFS= read -r line; do
+		echo "kmemleak report: $line" >/dev/kmsg
+	done <"$KMEMLEAK"
+}
+
+# --- lifecycle suite (runs as "/init --lifecycle N" under timeout) -------------
+
+lifecycle() {
+	cycles=$1
+	done_cycles=0 refused=0
+	fail=''
+	i=1
+	while [ "$i" -le "$cycles" ]; do
+		if ! out=$(load_modules 2>&1); then
+			fail="cycle $i: load failed: $out"
+			break
+		fi
+		if ! out=$($SMOKE_CMD 2>&1); then
+			fail="cycle $i: short stream failed: $(echo "$out" | tail -n 3)"
+			unload_modules >/dev/null 2>&1
+			break
+		fi
+		# fpga_p2p uses the shim's symbols: the shim must refuse to go first.
+		if rmmod nvp2p_shim 2>/dev/null || ! is_loaded nvp2p_shim; then
+			fail="cycle $i: nvp2p_shim unloaded while fpga_p2p still used it"
+			break
+		fi
+		if [ $((i % HOLD_EVERY)) -eq 0 ]; then
+			# A process holds the device open: rmmod must be refused (the
+			# kernel says EWOULDBLOCK for a module in use) and must succeed
+			# after the process is gone.
+			$HOLD_CMD >/dev/null 2>&1 &
+			holder=$!
+			wait_for "ls -l /proc/$holder/fd 2>/dev/null | grep -q fpga-p2p" 5 ||
+				{ fail="cycle $i: holder did not open $DEV"; kill "$holder"; break; }
+			if out=$(rmmod fpga_p2p 2>&1); then
+				fail="cycle $i: rmmod fpga_p2p succeeded while $DEV was open"
+				kill "$holder"
+				break
+			fi
+			case $out in
+			*"temporarily unavailable"* | *"busy"*) ;;
+			*) fail="cycle $i: rmmod refused for an unexpected reason: $out"; kill "$holder"; break ;;
+			esac
+			is_loaded fpga_p2p || { fail="cycle $i: module gone though rmmod failed"; break; }
+			refused=$((refused + 1))
+			kill "$holder"
+			wait "$holder" 2>/dev/null
+		fi
+		if ! out=$(unload_modules 2>&1); then
+			fail="cycle $i: unload failed: $out"
+			break
+		fi
+		if ! wait_for "[ ! -e $DEV ]" 5; then
+			fail="cycle $i: $DEV still there after unload"
+			break
+		fi
+		done_cycles=$i
+		i=$((i + 1))
+	done
+	[ "$done_cycles" -lt "$cycles" ] && [ -z "$fail" ] && fail="only $done_cycles of $cycles cycles"
+	passed=true
+	[ -n "$fail" ] && passed=false
+	detail=${fail:-"$done_cycles load/unload cycles, rmmod refused $refused times while $DEV was open"}
+	echo "@@result {\"suite\":\"lifecycle\",\"passed\":$passed,\"load_cycles\":$done_cycles,\"detail\":\"$(printf '%s' "$detail" | oneline)\"}"
+	[ "$passed" = true ]
+}
+
+# --- running one suite ---------------------------------------------------------
+
+run_suite() {
+	name=$1 limit=$2
+	shift 2
+	emit "@@begin $name"
+	kmsg "begin $name"
+	t0=$(uptime_s)
+	load=ok unload=ok rc=0
+	if [ "$name" != lifecycle ]; then
+		if ! load_modules >/tmp/load.err 2>&1; then
+			load=fail
+			unload_modules >/dev/null 2>&1
+		fi
+	fi
+	if [ "$load" = ok ]; then
+		timeout -s KILL "$limit" "$@" >/tmp/suite.out 2>/tmp/suite.err
+		rc=$?
+		# Forward the program's result line(s); everything else is log.
+		while IFS= read -r line; do
+			case $line in
+			@@result\ *) emit "$line" ;;
+			*) emit "@@log $name $line" ;;
+			esac
+		done </tmp/suite.out
+		while IFS= read -r line; do emit "@@log $name $line"; done </tmp/suite.err
+		# Every suite ends unloaded (lifecycle normally unloaded already).
+		if unload_modules >/tmp/unload.err 2>&1; then
+			while IFS= read -r line; do emit "@@log $name unload: $line"; done </tmp/unload.err
+		else
+			unload=fail
+			# Leave a clean guest for the next suite: end whatever still holds
+			# the modules (kill -1 spares PID 1), then retry.
+			kill -KILL -1 2>/dev/null
+			sleep 1
+			if unload_modules >>/tmp/unload.err 2>&1; then
+				echo "unloaded after killing every other process" >>/tmp/unload.err
+			fi
+		fi
+	else
+		while IFS= read -r line; do emit "@@log $name load: $line"; done </tmp/load.err
+	fi
+	[ "$unload" = fail ] && while IFS= read -r line; do
+		emit "@@log $name unload: $line"
+	done </tmp/unload.err
+	t1=$(uptime_s)
+	kmsg "end $name"
+	emit "@@end $name rc=$rc load=$load unload=$unload duration_s=$(echo "$t1 $t0" | awk '{ printf "%.1f", $1 - $2 }')"
+}
+
+# --- PID 1 ---------------------------------------------------------------------
+
+main() {
+	/bin/busybox mkdir -p /proc /sys /dev /tmp /usr/bin /usr/sbin /sbin
+	/bin/busybox --install -s
+	mount -t proc proc /proc
+	mount -t sysfs sysfs /sys
+	mount -t devtmpfs devtmpfs /dev
+	mount -t debugfs debugfs /sys/kernel/debug
+	mount -t tmpfs tmpfs /tmp
+	exec </dev/console >/dev/console 2>&1
+	export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+
+	suite=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^radar\.suite=//p')
+	if [ "$suite" = shell ]; then
+		echo "radar-harness: interactive shell; modules in $MODDIR, 'reboot -f' to leave"
+		setsid cttyhack sh -l
+		reboot -f
+	fi
+	if [ ! -c "$RES" ]; then
+		echo "radar-harness: no result channel $RES" >&2
+		reboot -f
+	fi
+	stty -F "$RES" raw -echo 2>/dev/null
+
+	if [ "$suite" = all ]; then
+		names=$(list_suites | cut -d' ' -f1 | tr '\n' ' ')
+	else
+		names=$suite
+	fi
+	emit "@@plan kernel=$(uname -r) uptime_s=$(uptime_s) suites=$(echo "$names" | tr ' ' ',' | sed 's/,$//')"
+	for want in $names; do
+		row=$(printf '%s\n' "$SUITES" | awk -v n="$want" '$1 == n')
+		if [ -z "$row" ]; then
+			emit "@@begin $want"
+			emit "@@end $want rc=127 load=skip unload=skip duration_s=0 no such suite"
+			continue
+		fi
+		# shellcheck disable=SC2086 # the row is a word list
+		run_suite $row
+	done
+	# One kmemleak check at the end, with the modules unloaded (a scan takes
+	# tens of seconds under KASAN and TCG: too slow for one per suite). Leak
+	# reports name the allocating module in their backtraces.
+	if [ -w "$KMEMLEAK" ]; then
+		emit "@@kmemleak begin"
+		kmsg "begin kmemleak"
+		kmemleak_check
+		kmsg "end kmemleak"
+		emit "@@kmemleak end uptime_s=$(uptime_s)"
+	fi
+	emit "@@done uptime_s=$(uptime_s)"
+	sync
+	reboot -f
+}
+
+case ${1:-} in
+--list) list_suites ;;
+--lifecycle) lifecycle "${2:-50}" ;;
+*) main ;;
+esac

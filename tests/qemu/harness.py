@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Host-side helpers of the QEMU harness (called by tests/qemu/run.sh).
+
+  harness.py cpio STAGING_DIR OUT.cpio
+      Pack a directory as an initramfs (newc), owned by root, with /dev/console,
+      without needing root or mknod on the host.
+
+  harness.py report --kernel K --suite S --suites "a b" --console LOG --results RES
+                    --outdir DIR --duration-s N [--boot-s N] [--qemu-status N]
+      Parse the guest's result channel and kernel console, write
+      DIR/<K>-<suite>.json (and DIR/<K>-all.json for --suite all), print a summary
+      ending with "N passed, N failed", exit 1 if anything failed.
+
+The result protocol is described in tests/qemu/README.md.
+"""
+
+import argparse
+import json
+import os
+import re
+import stat
+import sys
+
+COUNTERS = (
+    "frames_verified",
+    "frames_dropped",
+    "revocations",
+    "kill_cycles",
+    "load_cycles",
+    "fuzz_calls",
+)
+
+# A line of the kernel log that reports a kernel problem. Lockdep, RCU,
+# DMA-API (through WARN) and list debugging reports start with "WARNING:";
+# KASAN, sleeping-in-atomic, soft lockups and bad page faults with "BUG:".
+REPORT = re.compile(
+    r"WARNING:|BUG:|kernel BUG at|Oops|general protection fault|Kernel panic"
+    r"|possible circular locking|inconsistent lock state|suspicious RCU"
+    r"|possible recursive locking|bad unlock balance|held lock freed"
+    r"|blocked for more than \d+ seconds|rcu_\w+ detected stalls|soft lockup"
+    r"|unreferenced object 0x|list_(add|del) corruption|UBSAN:|DMA-API: "
+)
+# DMA-API debug's own status lines are not reports.
+NOT_REPORT = re.compile(
+    r"DMA-API: (preallocated \d+ debug entries|debugging enabled by kernel config"
+    r"|dma_debug_entry pool grown)"
+)
+MARK = re.compile(r"radar-harness: (begin|end) (\S+)")
+
+
+def write_cpio(staging, out):
+    """newc archive of STAGING (uid/gid 0, mtime 0) plus dev/console."""
+    entries = []
+    for root, dirs, files in os.walk(staging):
+        dirs.sort()
+        rel_root = os.path.relpath(root, staging)
+        for name in sorted(dirs) + sorted(files):
+            path = os.path.join(root, name)
+            rel = os.path.normpath(os.path.join(rel_root, name))
+            entries.append((rel, path))
+
+    ino = [100]
+
+    def header(name, mode, size, rdev=(0, 0), nlink=1):
+        ino[0] += 1
+        fields = (ino[0], mode, 0, 0, nlink, 0, size, 0, 0, rdev[0], rdev[1],
+                  len(name) + 1, 0)
+        head = b"070701" + b"".join(b"%08X" % f for f in fields)
+        data = head + name.encode() + b"\0"
+        return data + b"\0" * (-len(data) % 4)
+
+    with open(out, "wb") as f:
+        def add(name, mode, payload=b"", rdev=(0, 0)):
+            f.write(header(name, mode, len(payload), rdev,
+                           2 if stat.S_ISDIR(mode) else 1))
+            f.write(payload + b"\0" * (-len(payload) % 4))
+
+        add("dev", stat.S_IFDIR | 0o755)
+        add("dev/console", stat.S_IFCHR | 0o600, rdev=(5, 1))
+        for rel, path in entries:
+            st = os.lstat(path)
+            perm = stat.S_IMODE(st.st_mode)
+            if rel == "dev":
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                add(rel, stat.S_IFDIR | perm)
+            elif stat.S_ISLNK(st.st_mode):
+                add(rel, stat.S_IFLNK | 0o777, os.readlink(path).encode())
+            elif stat.S_ISREG(st.st_mode):
+                with open(path, "rb") as src:
+                    add(rel, stat.S_IFREG | perm, src.read())
+            else:
+                raise SystemExit(f"cpio: unsupported file type: {path}")
+        add("TRAILER!!!", 0)
+
+
+def read_lines(path):
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return []
+    return [line.rstrip("\r") for line in text.split("\n")]
+
+
+def kernel_reports(console_lines):
+    """Count report lines per suite segment; key None is outside any suite."""
+    counts, examples = {None: 0}, {None: []}
+    current = None
+    for line in console_lines:
+        m = MARK.search(line)
+        if m:
+            current = m.group(2) if m.group(1) == "begin" else None
+            counts.setdefault(current, 0)
+            examples.setdefault(current, [])
+            continue
+        if REPORT.search(line) and not NOT_REPORT.search(line):
+            counts[current] = counts.get(current, 0) + 1
+            examples.setdefault(current, []).append(line.strip())
+    return counts, examples
+
+
+def parse_results(lines):
+    """Group the result channel by suite."""
+    plan, done, suites, order = None, None, {}, []
+    current = None
+    for line in lines:
+        if not line.startswith("@@"):
+            continue
+        word, _, rest = line.partition(" ")
+        if word == "@@plan":
+            plan = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
+        elif word == "@@begin":
+            current = rest.strip()
+            order.append(current)
+            suites[current] = {"results": [], "end": None, "log": [],
+                               "bad_results": []}
+        elif word == "@@result" and current:
+            try:
+                obj = json.loads(rest)
+                if not isinstance(obj, dict):
+                    raise ValueError("not an object")
+                suites[current]["results"].append(obj)
+            except ValueError as e:
+                suites[current]["bad_results"].append(f"{e}: {rest[:120]}")
+        elif word == "@@log" and current:
+            suites[current]["log"].append(rest)
+        elif word == "@@end" and current:
+            fields = {}
+            tokens = rest.split()
+            for tok in tokens[1:]:
+                if "=" in tok:
+                    k, v = tok.split("=", 1)
+                    fields[k] = v
+            suites[current]["end"] = fields
+            current = None
+        elif word == "@@done":
+            done = rest
+    return plan, done, suites, order
+
+
+def as_count(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value)
+
+
+def judge(name, entry, reports, report_examples, kernel):
+    """One suite's record, with the reasons it failed (if any)."""
+    rec = {"suite": name, "kernel": kernel}
+    for c in COUNTERS:
+        rec[c] = 0
+    reasons = []
+    detail = ""
+    if entry is None:
+        reasons.append("not run (guest crashed, hung or stopped before it)")
+    else:
+        results = entry["results"]
+        for bad in entry["bad_results"]:
+            reasons.append(f"unparsable @@result: {bad}")
+        if len(results) != 1:
+            reasons.append(f"{len(results)} @@result lines (want exactly 1)")
+        if results:
+            res = results[-1]
+            for c in COUNTERS:
+                rec[c] = as_count(res.get(c, 0))
+            detail = str(res.get("detail", ""))
+            if res.get("suite") != name:
+                reasons.append(f"result names suite {res.get('suite')!r}")
+            if res.get("passed") is not True:
+                reasons.append("program reported failure")
+        end = entry["end"]
+        if end is None:
+            reasons.append("no @@end (guest crashed or hung during the suite)")
+        else:
+            rec["duration_s"] = float(end.get("duration_s", 0) or 0)
+            if end.get("rc") != "0":
+                reasons.append(f"exit status {end.get('rc')}"
+                               + (" (killed by the guest's time limit)"
+                                  if end.get("rc") == "137" else ""))
+            if end.get("load") != "ok":
+                reasons.append(f"module load: {end.get('load')}")
+            if end.get("unload") != "ok":
+                reasons.append(f"module unload: {end.get('unload')}")
+    rec.setdefault("duration_s", 0.0)
+    rec["kernel_reports"] = reports
+    if reports:
+        reasons.append(f"{reports} kernel report line(s), first: {report_examples[0]}")
+    rec["passed"] = 0 if reasons else 1
+    rec["failed"] = 1 if reasons else 0
+    rec["detail"] = detail
+    rec["failure"] = "; ".join(reasons)
+    return rec
+
+
+def report(args):
+    console = read_lines(args.console)
+    plan, done, suites, _order = parse_results(read_lines(args.results))
+    counts, examples = kernel_reports(console)
+    wanted = args.suites.split()
+    os.makedirs(args.outdir, exist_ok=True)
+
+    records = []
+    for name in wanted:
+        rec = judge(name, suites.get(name), counts.get(name, 0),
+                    examples.get(name, []), args.kernel)
+        records.append(rec)
+
+    # Reports outside the requested suites: boot, shutdown, the final kmemleak scan.
+    outside = sum(n for seg, n in counts.items() if seg not in wanted)
+    outside_examples = [e for seg, ex in examples.items() if seg not in wanted for e in ex]
+    problems = []
+    if plan is None:
+        problems.append("the guest never reached the init script (no @@plan)")
+    if done is None:
+        problems.append("the guest did not finish (crash, panic or hang: no @@done)")
+    if args.stalled:
+        problems.append(f"the host stopped QEMU: {args.stalled}")
+    if args.qemu_status not in (0, None):
+        problems.append(f"QEMU exited with status {args.qemu_status}"
+                        + (" (host time limit)" if args.qemu_status in (124, 137) else ""))
+    if outside:
+        problems.append(f"{outside} kernel report line(s) outside the suites, "
+                        f"first: {outside_examples[0]}")
+
+    common = {
+        "kernel": args.kernel,
+        "kernel_release": (plan or {}).get("kernel", ""),
+        "boot_s": args.boot_s,
+        "qemu_s": args.qemu_s,
+    }
+    for rec in records:
+        rec.update(common)
+    total_reports = sum(counts.values())
+    if args.suite != "all":
+        # A single-suite run: its file also owns what happened outside the suite.
+        rec = records[0]
+        rec["kernel_reports"] = total_reports
+        if problems:
+            rec["failure"] = "; ".join(filter(None, [rec["failure"]] + problems))
+            rec["passed"], rec["failed"] = 0, 1
+        rec["run_duration_s"] = args.duration_s
+    for rec in records:
+        with open(os.path.join(args.outdir, f"{args.kernel}-{rec['suite']}.json"), "w") as f:
+            json.dump(rec, f, indent=2)
+            f.write("\n")
+
+    passed = sum(r["passed"] for r in records)
+    failed = sum(r["failed"] for r in records)
+    if args.suite == "all":
+        summary = dict(common, suite="all")
+        for c in COUNTERS:
+            summary[c] = sum(r[c] for r in records)
+        summary["kernel_reports"] = total_reports
+        summary["passed"] = passed
+        summary["failed"] = failed
+        summary["duration_s"] = args.duration_s
+        summary["suites"] = {r["suite"]: ("passed" if r["passed"] else r["failure"])
+                             for r in records}
+        summary["problems"] = problems
+        with open(os.path.join(args.outdir, f"{args.kernel}-all.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+            f.write("\n")
+
+    for rec in records:
+        state = "PASS" if rec["passed"] else "FAIL"
+        counts_txt = " ".join(f"{c}={rec[c]}" for c in COUNTERS if rec[c])
+        print(f"  {state} {rec['suite']:<11} {rec['duration_s']:7.1f} s  {counts_txt}")
+        if rec["detail"]:
+            print(f"       detail: {rec['detail']}")
+        if rec["failure"]:
+            print(f"       failure: {rec['failure']}")
+            entry = suites.get(rec["suite"])
+            for line in (entry or {}).get("log", [])[-15:]:
+                print(f"       | {line}")
+    for p in problems:
+        print(f"  FAIL run: {p}")
+    ok = failed == 0 and not problems
+    # A run-level problem with every suite passed (say, a report after the
+    # last suite) still counts as one failure, so the last line never lies.
+    print(f"{passed} passed, {failed if ok or failed else 1} failed")
+    return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("cpio")
+    c.add_argument("staging")
+    c.add_argument("out")
+    r = sub.add_parser("report")
+    r.add_argument("--kernel", required=True)
+    r.add_argument("--suite", required=True)
+    r.add_argument("--suites", required=True)
+    r.add_argument("--console", required=True)
+    r.add_argument("--results", required=True)
+    r.add_argument("--outdir", required=True)
+    r.add_argument("--duration-s", type=float, default=0.0)
+    r.add_argument("--qemu-s", type=float, default=None)
+    r.add_argument("--boot-s", type=float, default=None)
+    r.add_argument("--qemu-status", type=int, default=None)
+    r.add_argument("--stalled", default=None)
+    args = ap.parse_args()
+    if args.cmd == "cpio":
+        write_cpio(args.staging, args.out)
+        return 0
+    return report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# Boots a real kernel under QEMU (TCG) with fpga_p2p + nvp2p_shim and the
+# capture test programs in an initramfs, runs suites, reports counts.
+#
+#   bash tests/qemu/run.sh --kernel debian|debug --suite NAME|all [--keep] [--timeout S]
+#   bash tests/qemu/run.sh --kernel debian --suite shell    # interactive guest
+#   bash tests/qemu/run.sh --list                            # the suites
+#
+# Writes target/qemu/<kernel>-<suite>.json (and <kernel>-all.json for all), the
+# kernel console in target/qemu/<kernel>-<suite>.log and the result channel in
+# target/qemu/<kernel>-<suite>.results. Last line: "N passed, N failed". Exit
+# status non-zero when a suite failed, the kernel reported a problem, or the
+# guest crashed or hung. See tests/qemu/README.md.
+#
+# Developer overrides: RADAR_KMOD_DIR (module source instead of kmod/),
+# RADAR_SUITE_BIN (a p2p-suite binary instead of building it).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+# shellcheck source=tests/qemu/lib.sh
+. "$here/lib.sh"
+
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+
+kernel='' suite='' keep=0 host_timeout=''
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kernel) kernel=${2:-}; shift 2 ;;
+	--suite) suite=${2:-}; shift 2 ;;
+	--keep) keep=1; shift ;;
+	--timeout) host_timeout=${2:-}; shift 2 ;;
+	--list) sh "$here/guest-init.sh" --list; exit 0 ;;
+	-h | --help) usage ;;
+	*) log "unknown argument: $1"; usage ;;
+	esac
+done
+case $kernel in debian | debug) ;; *) usage ;; esac
+[ -n "$suite" ] || usage
+
+# Suites and their guest time limits come from the table in guest-init.sh.
+declare -A limit_of=()
+all_suites=()
+while read -r name limit; do
+	limit_of[$name]=$limit
+	all_suites+=("$name")
+done < <(sh "$here/guest-init.sh" --list)
+case $suite in
+all) suites=("${all_suites[@]}") ;;
+shell) suites=() ;;
+*)
+	[ -n "${limit_of[$suite]:-}" ] || die "no suite '$suite' (have: ${all_suites[*]} all shell)"
+	suites=("$suite")
+	;;
+esac
+
+t_start=$SECONDS
+ensure_pkgs qemu-system-x86 busybox-static cpio kmod python3 build-essential binutils
+
+outdir="$top/target/qemu"
+name="$kernel-$suite"
+work="$outdir/$name.d"
+console_log="$outdir/$name.log"
+results_log="$outdir/$name.results"
+rm -rf "$work"
+mkdir -p "$work" "$outdir"
+rm -f "$console_log" "$results_log"
+
+# --- the kernel ------------------------------------------------------------------
+case $kernel in
+debian)
+	ensure_pkgs linux-image-amd64 linux-headers-amd64
+	# The newest installed Debian kernel that has its headers.
+	kver=''
+	for img in $(printf '%s\n' /boot/vmlinuz-*-amd64 | sort -V -r); do
+		v=${img#/boot/vmlinuz-}
+		if [ -f "/usr/src/linux-headers-$v/Makefile" ]; then kver=$v; break; fi
+	done
+	[ -n "$kver" ] || die "no /boot/vmlinuz-*-amd64 with matching linux-headers"
+	kdir="/usr/src/linux-headers-$kver"
+	kimage="$work/vmlinuz"
+	# /boot/vmlinuz-* is readable by root only on Debian.
+	as_root cat "/boot/vmlinuz-$kver" >"$kimage"
+	;;
+debug)
+	kdir=$(bash "$here/build-debug-kernel.sh" | tail -n 1)
+	kimage="$kdir/arch/x86/boot/bzImage"
+	kver=$(cat "$kdir/include/config/kernel.release")
+	;;
+esac
+log "kernel: $kernel ($kver) from $kdir"
+
+# --- the modules -----------------------------------------------------------------
+kmod_src=${RADAR_KMOD_DIR:-"$top/kmod"}
+[ -f "$kmod_src/Makefile" ] || die "no $kmod_src/Makefile (the kernel module is not there yet)"
+# A private copy: builds for the two kernels must not share objects.
+cp -a "$kmod_src" "$work/kmod"
+log "building modules against $kdir"
+# Objects of an in-place build in the checkout must not leak into this one.
+make -C "$work/kmod" KDIR="$kdir" clean >/dev/null 2>&1 || true
+make -C "$work/kmod" KDIR="$kdir" FPGA_P2P_MODEL=1 -j"$(nproc)" >"$work/kmod.log" 2>&1 ||
+	{ cat "$work/kmod.log" >&2; die "building the modules failed"; }
+ko_of() {
+	local ko
+	ko=$(find "$work/kmod" -name "$1.ko" -print -quit)
+	[ -n "$ko" ] || die "the module build made no $1.ko"
+	printf '%s\n' "$ko"
+}
+shim_ko=$(ko_of nvp2p_shim)
+fpga_ko=$(ko_of fpga_p2p)
+
+# --- the test programs -----------------------------------------------------------
+if [ -n "${RADAR_SUITE_BIN:-}" ]; then
+	suite_bin=$RADAR_SUITE_BIN
+else
+	# shellcheck disable=SC1091
+	[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+	command -v cargo >/dev/null || die "no cargo (run scripts/setup.sh)"
+	rustup target list --installed | grep -qx x86_64-unknown-linux-musl ||
+		rustup target add x86_64-unknown-linux-musl
+	log "building p2p-suite (static, musl)"
+	(cd "$top" && cargo build --release --locked -p p2p-suite \
+		--target x86_64-unknown-linux-musl) >"$work/cargo.log" 2>&1 ||
+		{ cat "$work/cargo.log" >&2; die "building p2p-suite failed"; }
+	suite_bin="$top/target/x86_64-unknown-linux-musl/release/p2p-suite"
+fi
+[ -x "$suite_bin" ] || die "no test program $suite_bin"
+if readelf -l "$suite_bin" 2>/dev/null | grep -q 'interpreter'; then
+	die "$suite_bin is dynamically linked; the initramfs has no libc"
+fi
+
+# --- the initramfs ---------------------------------------------------------------
+root="$work/root"
+mkdir -p "$root/bin" "$root/lib/modules/radar"
+cp /bin/busybox "$root/bin/busybox"
+ln -s busybox "$root/bin/sh"
+install -m 0755 "$here/guest-init.sh" "$root/init"
+cp "$suite_bin" "$root/bin/p2p-suite"
+cp "$shim_ko" "$fpga_ko" "$root/lib/modules/radar/"
+if [ "$kernel" = debian ]; then
+	# Modules of Debian's kernel that ours need (none are built in), in load order.
+	: >"$root/lib/modules/radar/deps.order"
+	for dep in $(modinfo -F depends "$shim_ko" "$fpga_ko" | tr ',' ' '); do
+		case $dep in nvp2p_shim | fpga_p2p) continue ;; esac
+		modprobe -S "$kver" --show-depends "$dep" | awk '$1 == "insmod" { print $2 }'
+	done | awk '!seen[$0]++' | while read -r ko; do
+		base=$(basename "$ko")
+		case $base in
+		*.ko.xz) xz -dc "$ko" >"$root/lib/modules/radar/${base%.xz}"; base=${base%.xz} ;;
+		*.ko) cp "$ko" "$root/lib/modules/radar/" ;;
+		*) die "cannot use module file $ko" ;;
+		esac
+		echo "$base" >>"$root/lib/modules/radar/deps.order"
+	done
+fi
+python3 "$here/harness.py" cpio "$root" "$work/initramfs.cpio"
+log "initramfs: $(du -h "$work/initramfs.cpio" | cut -f1)"
+
+# --- boot ------------------------------------------------------------------------
+# panic=-1 plus -no-reboot: a panic ends QEMU at once; the guest leaves with
+# `reboot -f`. The second serial port is the result channel. Emulation on a
+# busy host can starve a vCPU for seconds: the RCU stall and soft-lockup
+# detectors get 60 s instead of ~20 s, so that they report bugs, not load.
+cmdline="console=ttyS0,115200 panic=-1 printk.devkmsg=on"
+cmdline+=" rcupdate.rcu_cpu_stall_timeout=60 watchdog_thresh=30"
+cmdline+=" radar.suite=$suite"
+qemu=(qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nodefaults -no-user-config
+	-display none -no-reboot -kernel "$kimage" -initrd "$work/initramfs.cpio")
+
+if [ "$suite" = shell ]; then
+	log "interactive guest: 'reboot -f' leaves, Ctrl-A X kills QEMU"
+	exec "${qemu[@]}" -append "$cmdline" -serial mon:stdio -serial "file:$results_log"
+fi
+
+if [ -z "$host_timeout" ]; then
+	# The guest limits every suite itself; the host adds boot and kmemleak time.
+	host_timeout=240
+	for s in "${suites[@]}"; do host_timeout=$((host_timeout + limit_of[$s] + 60)); done
+fi
+
+t_boot=$SECONDS
+log "booting ($kernel, ${#suites[@]} suite(s), host limit ${host_timeout} s); console: $console_log"
+: >"$results_log"
+timeout -k 10 "$host_timeout" "${qemu[@]}" -append "$cmdline" \
+	-serial "file:$console_log" -serial "file:$results_log" </dev/null &
+qemu_pid=$!
+trap 'kill "$qemu_pid" 2>/dev/null || true' EXIT
+
+# Follow the result channel while QEMU runs: progress, the boot time, and a
+# watchdog. The guest limits each program itself; if the guest makes no
+# progress at all (a kernel hang, a program stuck in the kernel) for the
+# running step's limit plus a margin, QEMU is stopped rather than waiting for
+# the whole run's limit.
+boot_s='' stalled=''
+step='boot' deadline=$((SECONDS + 300))
+exec 3< <(tail -n +1 -F --pid="$qemu_pid" "$results_log" 2>/dev/null)
+while :; do
+	if IFS= read -r -t 5 line <&3; then
+		line=${line%$'\r'}
+		case $line in
+		@@plan*)
+			boot_s=$((SECONDS - t_boot))
+			log "guest up after ${boot_s} s: ${line#@@plan }"
+			step='between suites' deadline=$((SECONDS + 300))
+			;;
+		@@begin*)
+			log "$((SECONDS - t_boot)) s: ${line#@@}"
+			step="suite ${line#@@begin }"
+			deadline=$((SECONDS + ${limit_of[${line#@@begin }]:-600} + 120))
+			;;
+		@@end* | @@done* | @@kmemleak*)
+			log "$((SECONDS - t_boot)) s: ${line#@@}"
+			step="the step after ${line#@@}" deadline=$((SECONDS + 600))
+			;;
+		esac
+	elif [ $? -le 128 ]; then
+		break # end of file: QEMU is gone
+	elif [ -z "$stalled" ] && [ "$SECONDS" -gt "$deadline" ]; then
+		stalled="no progress from the guest for too long during $step (hang)"
+		log "$stalled: stopping QEMU"
+		kill "$qemu_pid" 2>/dev/null || true
+	fi
+done
+exec 3<&-
+qemu_status=0
+wait "$qemu_pid" || qemu_status=$?
+trap - EXIT
+duration=$((SECONDS - t_start))
+qemu_s=$((SECONDS - t_boot))
+log "QEMU exited with status $qemu_status after $qemu_s s"
+
+set +e
+python3 "$here/harness.py" report --kernel "$kernel" --suite "$suite" \
+	--suites "${suites[*]}" --console "$console_log" --results "$results_log" \
+	--outdir "$outdir" --duration-s "$duration" --qemu-s "$qemu_s" ${boot_s:+--boot-s "$boot_s"} \
+	--qemu-status "$qemu_status" ${stalled:+--stalled "$stalled"} >"$outdir/$name.summary"
+status=$?
+set -e
+if [ "$status" -ne 0 ]; then
+	echo "--- last 40 lines of the kernel console ($console_log):"
+	tail -n 40 "$console_log" | tr -d '\r'
+	echo "---"
+fi
+if [ "$keep" -eq 1 ]; then
+	log "kept $work; boot it by hand with:"
+	printf '  %q' "${qemu[@]}" -append "${cmdline/radar.suite=$suite/radar.suite=shell}" -serial mon:stdio -serial "file:$work/shell.results"
+	echo
+else
+	rm -rf "$work"
+fi
+echo "$kernel kernel, suite $suite: results in $outdir/$kernel-*.json"
+cat "$outdir/$name.summary"
+exit "$status"

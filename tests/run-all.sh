@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Every test of the project, in one command (the README's test command; CI
+# runs exactly this). Installs what it needs, runs each step even when an
+# earlier one failed, prints a summary table, exits non-zero on any failure.
+#
+#   bash tests/run-all.sh            # everything
+#   bash tests/run-all.sh rust kmod  # only the named steps
+set -uo pipefail
+cd "$(dirname "$0")/.."
+top=$(pwd)
+
+bash scripts/setup.sh || { echo "run-all: setup failed" >&2; exit 1; }
+# shellcheck disable=SC1091
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+
+mkdir -p target/test-logs
+declare -a names results times
+failed=0
+
+step() {
+	local name=$1; shift
+	if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qx -e "$name" -e "${name%%:*}"; then
+		return
+	fi
+	local log="target/test-logs/${name//[^A-Za-z0-9_.-]/_}.log"
+	echo "=== $name: $*"
+	local t0=$SECONDS rc
+	"$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	names+=("$name"); times+=($((SECONDS - t0)))
+	if [ "$rc" -eq 0 ]; then results+=(PASS); else results+=("FAIL($rc)"); failed=1; fi
+	echo "=== $name: ${results[-1]} in $((SECONDS - t0)) s (log: $log)"
+}
+
+only=("$@")
+
+step rust:fmt cargo fmt --all --check
+step rust:clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+step rust:test cargo test --workspace --release --locked
+step rust:aarch64 cargo build --workspace --release --locked --target aarch64-unknown-linux-gnu
+step kmod bash tests/kmod-checks.sh
+step qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
+step qemu:debug bash tests/qemu/run.sh --kernel debug --suite all
+step radard bash tests/radard-smoke.sh
+
+echo
+echo "Summary ($top)"
+printf '  %-14s %-9s %6s\n' step result seconds
+for i in "${!names[@]}"; do
+	printf '  %-14s %-9s %6s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
+done
+[ "$failed" -eq 0 ] && echo "all steps passed" || echo "SOME STEPS FAILED"
+exit "$failed"
