@@ -32,7 +32,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/jiffies.h>
 
-#include "fpga_p2p.h"
+#include "fpga_p2p_drv.h"
 
 /* Channel interrupt sources the driver enables. */
 #define FP_CH_IRQS	(XDMA_ST_DESC_COMPLETED | XDMA_ST_DESC_STOPPED | \

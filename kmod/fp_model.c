@@ -50,7 +50,7 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
-#include "fpga_p2p.h"
+#include "fpga_p2p_drv.h"
 
 #define FP_MODEL_META_DEPTH		64
 #define FP_MODEL_TAG_DEPTH		64
@@ -812,6 +812,17 @@ u32 fp_model_read(struct fp_model *m, int bar, u32 off)
 	return v;
 }
 
+/* Register writes after which the model thread may have work. */
+static bool fp_model_wakes(int bar, u32 off)
+{
+	if (bar == FP_BAR_USER)
+		return off == FP_UB_CTRL || off == FP_UB_FRAME_CREDIT_ADD ||
+		       off == FP_UB_TAG_PUSH;
+	return (off & 0xff) == XDMA_SG_CREDITS ||
+	       (off & 0xff) == XDMA_CH_CONTROL ||
+	       (off & 0xff) == XDMA_CH_CONTROL_W1S;
+}
+
 void fp_model_write(struct fp_model *m, int bar, u32 off, u32 val)
 {
 	unsigned long flags;
@@ -826,7 +837,8 @@ void fp_model_write(struct fp_model *m, int bar, u32 off, u32 val)
 	else
 		m->st_protocol_errors++;
 	spin_unlock_irqrestore(&m->lock, flags);
-	fp_model_kick(m);
+	if (fp_model_wakes(bar, off))
+		fp_model_kick(m);
 }
 
 /* --- frame sources ------------------------------------------------------- */
@@ -892,6 +904,36 @@ static u32 fp_model_word(struct fp_mfill *f, u32 w)
 	}
 }
 
+/* Words [w, w + n) of the frame, the common case: aligned, all valid. */
+static void fp_model_gen_words(struct fp_mfill *f, __le32 *q, u32 w, u32 n)
+{
+	u32 lo = lower_32_bits(f->seq), hi = upper_32_bits(f->seq);
+	u32 x = (lo * 0x85EBCA6BU) ^ hi;
+	u32 k = w % f->chunk_words;
+	u32 i;
+
+	switch (f->source) {
+	case FPGA_P2P_SRC_TEST_PATTERN:
+		for (i = 0; i < n; i++, w++) {
+			if (k < 4)
+				q[i] = cpu_to_le32(fp_model_pattern(f->seq, w,
+								    f->chunk_words));
+			else
+				q[i] = cpu_to_le32((w * 0x9E3779B1U) ^ x);
+			if (++k == f->chunk_words)
+				k = 0;
+		}
+		break;
+	case FPGA_P2P_SRC_PLAYBACK:
+		for (i = 0; i < n; i++, w++)
+			q[i] = cpu_to_le32(fp_model_word(f, w));
+		break;
+	default:
+		for (i = 0; i < n; i++, w++)
+			q[i] = cpu_to_le32(fp_model_noise(f->seq, w));
+	}
+}
+
 /* Generate frame bytes into one mapped piece of a slot. */
 static int fp_model_fill_piece(struct fp_model *m, void *kaddr, u32 len,
 			       void *ctx)
@@ -900,19 +942,15 @@ static int fp_model_fill_piece(struct fp_model *m, void *kaddr, u32 len,
 	u8 *p = kaddr;
 	u32 i, crc_len;
 
-	for (i = 0; i < len; ) {
-		u32 pos = f->off + i;
+	if (!(f->off & 3) && !(len & 3) && f->off + len <= f->valid &&
+	    !((uintptr_t)p & 3)) {
+		fp_model_gen_words(f, kaddr, f->off / 4, len / 4);
+	} else {
+		for (i = 0; i < len; i++) {
+			u32 pos = f->off + i;
 
-		if (pos >= f->valid) {
-			p[i++] = 0;	/* padding after a short frame */
-		} else if (!(pos & 3) && len - i >= 4) {
-			__le32 v = cpu_to_le32(fp_model_word(f, pos / 4));
-
-			memcpy(p + i, &v, 4);
-			i += 4;
-		} else {
-			p[i] = fp_model_word(f, pos / 4) >> (8 * (pos & 3));
-			i++;
+			p[i] = pos >= f->valid ? 0 :	/* padding, short frame */
+			       fp_model_word(f, pos / 4) >> (8 * (pos & 3));
 		}
 	}
 	crc_len = f->off >= f->valid ? 0 : min(len, f->valid - f->off);
@@ -939,7 +977,8 @@ static void fp_model_drop_due(struct fp_model *m, ktime_t now)
 {
 	struct fp_msrc *s = &m->src;
 	u64 frame_ns = fp_model_frame_ns(m);
-	u64 n = 1 + ktime_to_ns(ktime_sub(now, s->next_due)) / frame_ns;
+	u64 n = 1 + div64_u64(ktime_to_ns(ktime_sub(now, s->next_due)),
+			      frame_ns);
 	u32 drop = READ_ONCE(m->drop_every);
 	u64 faults = 0;
 

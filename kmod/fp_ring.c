@@ -27,7 +27,7 @@
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
-#include "fpga_p2p.h"
+#include "fpga_p2p_drv.h"
 
 /* Spare event queue entries per file: REVOKED, FAULT, OVERFLOW. */
 #define FP_EV_SPARE		8

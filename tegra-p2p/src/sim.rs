@@ -397,7 +397,11 @@ impl FrameSource for SimSource {
 
     fn next_event(&self, timeout: Option<Duration>) -> Result<Event<'_>> {
         if let Some(cookie) = self.tx_done.borrow_mut().pop_front() {
-            return Ok(Event::TxDone { slot: 0, cookie });
+            return Ok(Event::TxDone {
+                slot: 0,
+                cookie,
+                failed: false,
+            });
         }
         match self.state.get() {
             RunState::Streaming => {}

@@ -92,11 +92,12 @@ fn phase(env: &Env, o: &Opts, transmit: bool, out: &mut Outcome) -> Check<PhaseR
                     t0 = now_s();
                 }
             }
-            Event::TxDone { cookie, .. } => {
+            Event::TxDone { cookie, failed, .. } => {
                 ensure!(
                     cookie == done,
                     "transmit completion {cookie}, expected {done}"
                 );
+                ensure!(!failed, "transmit {cookie} failed (TX_ERROR)");
                 done += 1;
             }
             Event::Chunk(_) => {}
@@ -106,11 +107,12 @@ fn phase(env: &Env, o: &Opts, transmit: bool, out: &mut Outcome) -> Check<PhaseR
     if transmit {
         // Drain the remaining completions, then compare what the FPGA saw.
         while done < submitted {
-            if let Event::TxDone { cookie, .. } = src.next_event(None).ctx("wait for tx")? {
+            if let Event::TxDone { cookie, failed, .. } = src.next_event(None).ctx("wait for tx")? {
                 ensure!(
                     cookie == done,
                     "transmit completion {cookie}, expected {done}"
                 );
+                ensure!(!failed, "transmit {cookie} failed (TX_ERROR)");
                 done += 1;
             }
         }
