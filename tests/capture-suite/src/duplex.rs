@@ -12,13 +12,13 @@ use tegra_p2p::kmod::Device;
 use tegra_p2p::uapi::*;
 use tegra_p2p::{FrameSource, SequenceTracker, StartParams};
 
-use crate::common::{self, Check, Ctx, Outcome, now_s, read_key};
+use crate::common::{self, Check, Ctx, Outcome, read_key};
 use crate::{Env, ensure};
 
 #[derive(clap::Args, Debug)]
 pub struct Opts {
     /// Frames per phase (capture only, then capture + transmit).
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 600)]
     pub frames: u64,
     /// Frame geometry: small enough that a TCG guest keeps up with the real
     /// cadence (16 chunks at 2 kHz, a frame every 8 ms), so that the rate
@@ -37,6 +37,12 @@ pub struct Opts {
     pub tx_slots: u32,
     #[arg(long, default_value_t = 16 << 10)]
     pub tx_bytes: usize,
+    /// Transmit rate, buffers a second (0 = as fast as the ring drains).
+    /// Default: two buffers per frame, twice what radard sends. The FPGA
+    /// model runs both channels in one kernel thread, so under TCG a
+    /// saturating transmit slows the model's own frame clock, not the driver.
+    #[arg(long, default_value_t = 250)]
+    pub tx_per_s: u64,
     /// Allowed capture slow-down with transmit, percent.
     #[arg(long, default_value_t = 3.0)]
     pub max_slowdown_pct: f64,
@@ -85,8 +91,20 @@ fn transmitter(device: PathBuf, o: TxOpts, stop: Arc<AtomicBool>) -> Check<TxRep
         timeout_ms: 2000,
         ..Default::default()
     };
+    // Paced at `tx_per_s` buffers a second (0: as fast as the ring drains).
+    let t0 = common::now_s();
+    let due = |now: f64| -> u64 {
+        if o.tx_per_s == 0 {
+            u64::MAX
+        } else {
+            ((now - t0) * o.tx_per_s as f64) as u64 + 1
+        }
+    };
     while !stop.load(Ordering::Relaxed) || done < submitted {
-        while !stop.load(Ordering::Relaxed) && submitted - done < u64::from(o.tx_slots) {
+        while !stop.load(Ordering::Relaxed)
+            && submitted - done < u64::from(o.tx_slots)
+            && submitted < due(common::now_s())
+        {
             let slot = (0..o.tx_slots)
                 .find(|s| busy & (1 << s) == 0)
                 .ok_or("no free transmit slot")?;
@@ -106,6 +124,13 @@ fn transmitter(device: PathBuf, o: TxOpts, stop: Arc<AtomicBool>) -> Check<TxRep
             busy |= 1 << slot;
             last_crc = crc32fast::hash(&payload);
             submitted += 1;
+        }
+        if done == submitted {
+            // Nothing in flight: wait for the next buffer's time.
+            if !stop.load(Ordering::Relaxed) && o.tx_per_s > 0 {
+                std::thread::sleep(std::time::Duration::from_secs_f64(1.0 / o.tx_per_s as f64));
+            }
+            continue;
         }
         dev.wait(&mut w).ctx("wait (transmit)")?;
         let ev = w.event;
@@ -141,6 +166,7 @@ fn transmitter(device: PathBuf, o: TxOpts, stop: Arc<AtomicBool>) -> Check<TxRep
 struct TxOpts {
     tx_slots: u32,
     tx_bytes: usize,
+    tx_per_s: u64,
 }
 
 fn phase(env: &Env, o: &Opts, transmit: bool, out: &mut Outcome) -> Check<PhaseResult> {
@@ -153,6 +179,7 @@ fn phase(env: &Env, o: &Opts, transmit: bool, out: &mut Outcome) -> Check<PhaseR
         let to = TxOpts {
             tx_slots: o.tx_slots,
             tx_bytes: o.tx_bytes,
+            tx_per_s: o.tx_per_s,
         };
         std::thread::spawn(move || transmitter(dev, to, stop))
     });
@@ -160,19 +187,23 @@ fn phase(env: &Env, o: &Opts, transmit: bool, out: &mut Outcome) -> Check<PhaseR
     if o.chunk_period_ns > 0 {
         sp = sp.with_chunk_period(std::time::Duration::from_nanos(o.chunk_period_ns));
     }
+    // The capture rate is frames delivered per second of FPGA time (the
+    // frames' own timestamps): what the capture path achieves, independent of
+    // how fast this (emulated) CPU verifies them; drops lower it.
     let r = (|| -> Check<(f64, u64)> {
         src.start(&sp).ctx("start")?;
         let mut t = SequenceTracker::new();
         let warm = 8.min(o.frames);
-        let mut t0 = now_s();
+        let (mut ts0, mut ts1) = (0u64, 0u64);
         for frames in 1..=o.frames {
             let f = src.next_frame(None).ctx("wait")?;
             common::verify_frame(&f, o.chunk_bytes, &mut t)?;
             if frames == warm {
-                t0 = now_s();
+                ts0 = f.timestamp_ns();
             }
+            ts1 = f.timestamp_ns();
         }
-        let fps = (o.frames - warm) as f64 / (now_s() - t0).max(1e-9);
+        let fps = (o.frames - warm) as f64 / ((ts1 - ts0) as f64 * 1e-9).max(1e-9);
         src.stop().ctx("stop")?;
         Ok((fps, t.dropped))
     })();
@@ -227,13 +258,25 @@ fn phase(env: &Env, o: &Opts, transmit: bool, out: &mut Outcome) -> Check<PhaseR
 }
 
 pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
-    let rx = phase(env, o, false, out)?;
+    // Capture alone before and after, so that a noisy first phase (fresh
+    // boot, busy host) cannot hide a slowdown: compare with the better one.
+    let a = phase(env, o, false, out)?;
     let dx = phase(env, o, true, out)?;
+    let b = phase(env, o, false, out)?;
+    eprintln!(
+        "duplex: capture only, before {:.1} fps ({} drops), after {:.1} fps ({} drops)",
+        a.fps, a.drops, b.fps, b.drops
+    );
+    let rx = PhaseResult {
+        fps: a.fps.max(b.fps),
+        drops: a.drops.min(b.drops),
+        tx_done: 0,
+    };
     out.note("capture_fps", rx.fps);
     out.note("duplex_fps", dx.fps);
     out.note("tx_completed", dx.tx_done);
     eprintln!(
-        "duplex: capture only {:.1} fps ({} drops); with transmit {:.1} fps ({} drops), {} buffers sent",
+        "duplex: capture only (best) {:.1} fps ({} drops); with transmit {:.1} fps ({} drops), {} buffers sent",
         rx.fps, rx.drops, dx.fps, dx.drops, dx.tx_done
     );
     ensure!(dx.tx_done > 0, "no transmit completed");
