@@ -1,7 +1,7 @@
 #!/bin/sh
 # Guest side of the QEMU harness: /init (PID 1) of the initramfs that
 # tests/qemu/run.sh builds, run by busybox sh. It runs the suites named by
-# radar.suite=NAME|all|shell on the kernel command line, each on freshly
+# radar.suite=NAME[,NAME...]|all|shell on the kernel command line, each on freshly
 # loaded modules, and reports on the result channel (the second serial port,
 # /dev/ttyS1); the first serial port stays the kernel console. The protocol is
 # in tests/qemu/README.md. On the host, `sh guest-init.sh --list` prints the
@@ -274,7 +274,7 @@ main() {
 	if [ "$suite" = all ]; then
 		names=$(list_suites | cut -d' ' -f1 | tr '\n' ' ')
 	else
-		names=$suite
+		names=$(echo "$suite" | tr ',' ' ')
 	fi
 	emit "@@plan kernel=$(uname -r) uptime_s=$(uptime_s) suites=$(echo "$names" | tr ' ' ',' | sed 's/,$//')"
 	for want in $names; do
