@@ -29,13 +29,17 @@
  *              the file already has one; TX_SUBMIT: the slot is in flight
  *   EALREADY   START on a running ring, STOP on a stopped one
  *   EFAULT     bad user pointer; ring memory not mapped or not writable
- *   ENOMEM     out of memory, or a ring larger than the limits in INFO
- *   EIO        the ring's memory was revoked (EV_REVOKED) or its engine
- *              faulted (EV_FAULT); only STOP, START (after a fault) and
- *              UNREGISTER remain useful
+ *   ENOMEM     out of memory or pinnable memory
+ * (rings beyond the limits in INFO, or not a multiple of slot_align, are
+ * EINVAL)
+ *   EIO        the ring's memory was revoked (EV_REVOKED: only UNREGISTER
+ *              remains) or its engine faulted (EV_FAULT: STOP or START
+ *              recover capture, transmit needs a new REGISTER); read() and
+ *              WAIT return it once the queue is empty
  *   ENODEV     the device was removed; only close() remains useful
  *   EAGAIN     read() with O_NONBLOCK and no event queued
- *   ETIMEDOUT  read() or WAIT: no event within the timeout
+ *   ETIMEDOUT  read() or WAIT: no event within the timeout; STOP: the
+ *              engine did not stop within 500 ms (counted in dma_timeouts)
  *   EINTR      interrupted by a signal
  * poll(): EPOLLIN when events are queued; EPOLLERR while a ring of the file is
  * revoked or faulted or the device is gone; EPOLLHUP when the device is gone.
@@ -146,6 +150,22 @@ struct fpga_p2p_tx {
 #define FPGA_P2P_FAULT_DMA_TIMEOUT	3	/* engine did not stop in time */
 #define FPGA_P2P_FAULT_DEVICE_GONE	4	/* device removed */
 
+/*
+ * One event. Fields by type (others are zero; slot is FPGA_P2P_NO_SLOT
+ * where there is none):
+ *   EV_FRAME    slot (now the application's), sequence, timestamp_ns,
+ *               bytes (valid bytes), crc32, flags, dropped
+ *   EV_CHUNK    slot (still the engine's: read-only), chunk, bytes (chunk
+ *               size); only with FPGA_P2P_START_CHUNK_EVENTS
+ *   EV_TX_DONE  slot (free again), bytes, cookie, flags (EVF_TX_ERROR if the
+ *               packet was not sent)
+ *   EV_REVOKED  handle: the ring's memory went away; the ring only awaits
+ *               UNREGISTER
+ *   EV_FAULT    chunk = FPGA_P2P_FAULT_*, bytes = detail (engine status);
+ *               capture stopped (STOP or START recovers), transmit stopped
+ *               (re-register)
+ *   EV_OVERFLOW dropped = events lost because the queue was full
+ */
 struct fpga_p2p_event {
 	__u32 type;			/* FPGA_P2P_EV_* */
 	__u32 handle;			/* ring the event belongs to */
