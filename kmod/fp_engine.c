@@ -256,7 +256,10 @@ static void fp_ring_fill(struct fp_ring *ring, u32 first, u32 count,
 		bytes -= len;
 		k++;
 		if (ring->dir == FP_C2H) {
-			ctl = di->flags & FP_DI_IRQ ? XDMA_DESC_COMPLETED : 0;
+			/* An interrupt per frame, per chunk for chunk events. */
+			ctl = di->flags & FP_DI_IRQ ||
+			      (ring->chunk_events && di->flags & FP_DI_CHUNK_END) ?
+			      XDMA_DESC_COMPLETED : 0;
 			d->dst_lo = cpu_to_le32(lower_32_bits(di->addr));
 			d->dst_hi = cpu_to_le32(upper_32_bits(di->addr));
 			ring->pos_piece[ring->head] = p;
