@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -954,8 +955,8 @@ static void cmd_remove(void)
  * one releases, submits and reads counters with whatever handles it sees;
  * one opens and closes the device. Nothing may crash, hang or leak.
  */
-static volatile int race_stop;
-static volatile uint32_t race_handle;
+static atomic_int race_stop;
+static atomic_uint race_handle;
 static uint8_t *race_mem;
 static size_t race_bytes;
 static int race_fd;
