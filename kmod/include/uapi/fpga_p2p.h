@@ -82,6 +82,16 @@ struct fpga_p2p_info {
 #define FPGA_P2P_DIR_C2H		0	/* capture: card to host */
 #define FPGA_P2P_DIR_H2C		1	/* transmit: host to card */
 
+/*
+ * REGISTER: addr and slot_bytes multiples of slot_align, slot_bytes <=
+ * max_slot_bytes, 2 <= nr_slots <= max_slots for capture (1 for transmit),
+ * the whole ring at most 1 GiB. Capture: chunk_bytes 0 (one chunk per slot)
+ * or a multiple of slot_align dividing slot_bytes, at most
+ * max_chunks_per_frame chunks; transmit: chunk_bytes 0. The memory must be
+ * mapped writable by the calling process; it stays pinned until UNREGISTER,
+ * close or revocation. Capture and transmit rings of one file must not
+ * overlap.
+ */
 struct fpga_p2p_ring {
 	__u64 addr;			/* user virtual address, slot-aligned */
 	__u64 slot_bytes;		/* bytes per slot, slot-aligned */
@@ -184,7 +194,9 @@ struct fpga_p2p_event {
 /*
  * The frame wait of a real-time loop in one system call: release a slot the
  * application owns (if release_slot is not FPGA_P2P_NO_SLOT), then wait for
- * the next event. Same errors as read(); -ETIMEDOUT after timeout_ms.
+ * the next event. If the release fails, WAIT returns that error without
+ * waiting. Otherwise the same errors as read(); -ETIMEDOUT after timeout_ms
+ * (at most 3600000).
  */
 #define FPGA_P2P_NO_SLOT		0xffffffffU
 
