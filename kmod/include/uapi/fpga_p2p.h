@@ -110,6 +110,12 @@ struct fpga_p2p_ring {
 /* fpga_p2p_start.flags */
 #define FPGA_P2P_START_CHUNK_EVENTS	(1U << 0)	/* an event per chunk too */
 
+/*
+ * START (capture rings): playback_frames is 1..max_playback_frames for
+ * FPGA_P2P_SRC_PLAYBACK (and slot_bytes must fit a playback frame), 0
+ * otherwise; event_timeout_ms at most 3600000. Slots the application holds
+ * stay held; all others go to the engine.
+ */
 struct fpga_p2p_start {
 	__u32 handle;			/* a capture ring */
 	__u32 source;			/* FPGA_P2P_SRC_* */
