@@ -363,7 +363,7 @@ irqreturn_t fp_irq(int irq, void *data);
 int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s);
 int fp_c2h_stop(struct fp_ring *ring);
 int fp_h2c_start(struct fp_ring *ring);
-void fp_engine_stop(struct fp_ring *ring);
+int fp_engine_stop(struct fp_ring *ring);
 int fp_release_slot(struct fp_ring *ring, u32 slot);
 int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx);
 

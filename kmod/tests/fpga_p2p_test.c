@@ -15,6 +15,7 @@
  *   fpga_p2p_test fuzz   [-n calls]        hostile ioctl arguments
  *   fpga_p2p_test duplex [-n frames]       transmit while capturing; playback
  *   fpga_p2p_test remove                   model device removed while open
+ *   fpga_p2p_test events                   read() semantics, queue overflow
  *   fpga_p2p_test race   [-n seconds]      threads racing revocation
  *   fpga_p2p_test remove-race [-n cycles]  device removal under threads
  *   fpga_p2p_test holdopen                 keep the device open until killed
@@ -30,6 +31,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -953,8 +955,8 @@ static void cmd_remove(void)
  * one releases, submits and reads counters with whatever handles it sees;
  * one opens and closes the device. Nothing may crash, hang or leak.
  */
-static volatile int race_stop;
-static volatile uint32_t race_handle;
+static atomic_int race_stop;
+static atomic_uint race_handle;
 static uint8_t *race_mem;
 static size_t race_bytes;
 static int race_fd;
@@ -1120,6 +1122,84 @@ static void cmd_remove_race(void)
 	       loops);
 }
 
+/* read(): whole records, EINVAL, EAGAIN, ETIMEDOUT; queue overflow. */
+static void cmd_events(void)
+{
+	size_t bytes = opt_slot_bytes * opt_slots;
+	struct fpga_p2p_event ev[4];
+	struct fpga_p2p_counters c0, c1;
+	int fd = dev_open();
+	uint8_t *ring = ring_alloc(bytes);
+	uint32_t h;
+	unsigned long overflow = 0, frames = 0;
+	ssize_t n;
+	double t0;
+
+	counters(fd, &c0);
+	h = reg_ring(fd, ring, opt_slot_bytes, opt_slots, FPGA_P2P_DIR_C2H,
+		     opt_slot_bytes / 4);
+	CHECK(read(fd, ev, sizeof(ev[0]) - 1) < 0 && errno == EINVAL,
+	      "short read buffer: %s", strerror(errno));
+	{
+		int nb = open(dev_path, O_RDWR | O_NONBLOCK);
+
+		CHECK(read(nb, ev, sizeof(ev)) < 0 && errno == EAGAIN,
+		      "O_NONBLOCK read: %s", strerror(errno));
+		close(nb);
+	}
+	{
+		/* A 50 ms event timeout, nothing running: ETIMEDOUT. */
+		struct fpga_p2p_start s = {
+			.handle = h, .source = FPGA_P2P_SRC_TEST_PATTERN,
+			.chunk_period_ns = opt_period,
+			.flags = FPGA_P2P_START_CHUNK_EVENTS,
+			.event_timeout_ms = 50,
+		};
+
+		CHECK(!ioctl(fd, FPGA_P2P_IOC_START, &s), "START");
+		CHECK(!ioctl(fd, FPGA_P2P_IOC_STOP, &h), "STOP");
+		while (read(fd, ev, sizeof(ev)) > 0)
+			;
+		t0 = now_s();
+		CHECK(read(fd, ev, sizeof(ev)) < 0 && errno == ETIMEDOUT,
+		      "read timeout: %s", strerror(errno));
+		CHECK(now_s() - t0 < 1.0, "timeout took %.2f s", now_s() - t0);
+		for (unsigned int i = 0; i < opt_slots; i++) {
+			struct fpga_p2p_release r = { .handle = h, .slot = i };
+
+			ioctl(fd, FPGA_P2P_IOC_RELEASE, &r);
+		}
+		CHECK(!ioctl(fd, FPGA_P2P_IOC_START, &s), "START");
+	}
+	/* Release slots blindly without reading: chunk events pile up. */
+	t0 = now_s();
+	while (now_s() - t0 < 2.0) {
+		for (unsigned int i = 0; i < opt_slots; i++) {
+			struct fpga_p2p_release r = { .handle = h, .slot = i };
+
+			ioctl(fd, FPGA_P2P_IOC_RELEASE, &r);
+		}
+		usleep(1000);
+	}
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_STOP, &h), "STOP");
+	while ((n = read(fd, ev, sizeof(ev))) > 0) {
+		CHECK(n % sizeof(ev[0]) == 0, "partial record");
+		for (ssize_t i = 0; i < n / (ssize_t)sizeof(ev[0]); i++) {
+			if (ev[i].type == FPGA_P2P_EV_OVERFLOW)
+				overflow += ev[i].dropped;
+			frames += ev[i].type == FPGA_P2P_EV_FRAME;
+		}
+	}
+	CHECK(errno == ETIMEDOUT, "final read: %s", strerror(errno));
+	counters(fd, &c1);
+	CHECK(overflow && overflow <= c1.event_overflows - c0.event_overflows,
+	      "overflow marker %lu, counter %llu", overflow,
+	      (unsigned long long)(c1.event_overflows - c0.event_overflows));
+	CHECK(!ioctl(fd, FPGA_P2P_IOC_UNREGISTER, &h), "UNREGISTER");
+	close(fd);
+	result("events", "read() semantics; %lu events lost and reported", overflow);
+}
+
 /* Cost of trivial ioctl round trips. */
 static void cmd_bench(void)
 {
@@ -1159,6 +1239,7 @@ static const struct {
 	{ "fuzz", cmd_fuzz },
 	{ "duplex", cmd_duplex },
 	{ "remove", cmd_remove },
+	{ "events", cmd_events },
 	{ "race", cmd_race },
 	{ "remove-race", cmd_remove_race },
 	{ "bench", cmd_bench },
