@@ -22,6 +22,7 @@
  * does exactly that.
  */
 #include <linux/dma-mapping.h>
+#include <linux/kmemleak.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
 #include <linux/sched/mm.h>
@@ -111,7 +112,9 @@ static void fp_ring_release(struct kref *ref)
 {
 	struct fp_ring *ring = container_of(ref, struct fp_ring, ref);
 
-	fp_ring_free_dma(ring);
+	/* The engine of a quarantined ring may still read its descriptors. */
+	if (!ring->quarantined)
+		fp_ring_free_dma(ring);
 	kvfree(ring->info);
 	kvfree(ring->pos_piece);
 	kfree(ring->free_q);
@@ -163,15 +166,28 @@ static void fp_ring_teardown(struct fp_ring *ring, enum fp_ring_state final,
 	ring->state = final;
 	spin_unlock_irqrestore(&ring->lock, flags);
 
-	/* From here the engine cannot touch the memory any more. */
-	fp_engine_stop(ring);
-	fp_ring_free_dma(ring);
-	if (ring->map) {
-		nvidia_p2p_free_dma_mapping(ring->map);
-		ring->map = NULL;
+	/*
+	 * From here the engine gets no credits. If it does not stop in time it
+	 * may still write: then the descriptors, the mapping and the pinned
+	 * pages are kept for ever (quarantined) rather than freed under a
+	 * running DMA, which would corrupt whatever reuses that memory.
+	 */
+	if (fp_engine_stop(ring) == -ETIMEDOUT) {
+		ring->quarantined = true;
+		dev_crit(fdev->dev,
+			 "DMA engine did not stop: ring %u memory quarantined (pinned for ever)\n",
+			 ring->handle);
+		if (!fault)
+			fault = FPGA_P2P_FAULT_DMA_TIMEOUT;
+	} else {
+		fp_ring_free_dma(ring);
+		if (ring->map) {
+			nvidia_p2p_free_dma_mapping(ring->map);
+			ring->map = NULL;
+		}
+		if (ring->pt)
+			nvidia_p2p_free_page_table(ring->pt);
 	}
-	if (ring->pt)
-		nvidia_p2p_free_page_table(ring->pt);
 
 	if (old != FP_RING_BUILDING) {
 		struct fpga_p2p_event ev = {
@@ -324,7 +340,11 @@ void fp_ring_destroy(struct fp_ring *ring)
 		 */
 		if (cause == FP_CB_INVALIDATE || cause == FP_CB_EXIT)
 			mmu_notifier_synchronize();
-		kfree(ring->pt);
+		/* A quarantined page table still holds the pinned pages. */
+		if (ring->quarantined)
+			kmemleak_not_leak(ring->pt);
+		else
+			kfree(ring->pt);
 		ring->pt = NULL;
 	}
 	if (ring->handle)

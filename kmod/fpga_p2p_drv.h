@@ -219,6 +219,7 @@ struct fp_ring {
 	enum fp_cb_cause cb_cause;
 	bool put_claimed;		/* the owner took over put_pages */
 	bool teardown_claimed;
+	bool quarantined;		/* engine did not stop: DMA memory kept */
 	struct completion torn_down;
 
 	/*

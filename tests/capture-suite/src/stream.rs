@@ -246,13 +246,19 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
         period_ns: o.full_chunk_period_ns,
         slots: o.slots,
     };
+    let mut summary = Vec::new();
     for (label, p) in [("small", &small), ("full", &full)] {
         if p.frames == 0 {
             continue;
         }
-        let (v, d, _) = phase(env, p, out, label)?;
+        let (v, d, fps) = phase(env, p, out, label)?;
         out.frames_verified += v;
         out.frames_dropped += d;
+        summary.push(format!(
+            "{v} frames of {} KiB ({} chunks) verified, {d} dropped at the source and explained, {fps:.0} frames/s",
+            p.slot_bytes >> 10,
+            p.slot_bytes / p.chunk_bytes.max(1)
+        ));
     }
     if o.fault_frames > 0 {
         if o.model_debugfs.is_dir() {
@@ -265,5 +271,6 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
             out.note("faults", "skipped: no model");
         }
     }
+    out.detail = summary.join("; ");
     Ok(())
 }
