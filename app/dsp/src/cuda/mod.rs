@@ -21,7 +21,7 @@ use crate::detection::Detections;
 use crate::error::DspError;
 
 pub use mapped::MappedHostBuffer;
-pub use pipeline::StageTiming;
+pub use pipeline::{CudaOptions, StageTiming};
 
 use pipeline::{Pipeline, SlotGraph};
 
@@ -122,6 +122,11 @@ impl CudaBackend {
     /// cuFFT plans, allocate every buffer and capture the staging slot's
     /// graph; then run that graph once so that any fault shows here.
     pub fn new(cfg: &ChainConfig) -> Result<Self, DspError> {
+        Self::with_options(cfg, &CudaOptions::default())
+    }
+
+    /// [`Self::new`] with launch choices other than the defaults.
+    pub fn with_options(cfg: &ChainConfig, opts: &CudaOptions) -> Result<Self, DspError> {
         cfg.validate()?;
         let missing = missing_libraries();
         if !missing.is_empty() {
@@ -142,7 +147,7 @@ impl CudaBackend {
         // wake-up latency, and no system call in the real-time loop.
         ctx.set_flags(sys::CUctx_flags::CU_CTX_SCHED_SPIN)
             .map_err(cuda_err("cuCtxSetFlags(SCHED_SPIN)"))?;
-        let pipeline = Pipeline::new(cfg, ctx, info.compute_capability)?;
+        let pipeline = Pipeline::new(cfg, ctx, info.compute_capability, opts)?;
         let frame_bytes = cfg.geometry.frame_bytes();
         let staging = pipeline.mapped_slot(frame_bytes)?;
         let backend = CudaBackend {
@@ -169,6 +174,18 @@ impl CudaBackend {
     /// Names of the stages that [`Self::stage_times`] reports.
     pub fn stage_names(&self) -> Vec<&'static str> {
         self.pipeline.stage_names()
+    }
+
+    /// Whether the chain's kernels are launched with programmatic dependent
+    /// launch (sm_90 and later).
+    pub fn pdl(&self) -> bool {
+        self.pipeline.pdl()
+    }
+
+    /// GPU time (us, median of `reps`) of a graph of `kernels` empty
+    /// kernels in a chain, with or without programmatic dependent launch.
+    pub fn empty_chain_us(&self, kernels: usize, pdl: bool, reps: usize) -> Result<f64, DspError> {
+        self.pipeline.empty_chain_us(kernels, pdl, reps)
     }
 
     /// Kernel launches in one frame's graph (cuFFT's included).
@@ -369,9 +386,10 @@ mod tests {
                 let text = ptx.to_src();
                 for k in [
                     "convert_window",
+                    "convert_window_pairs",
                     "power_map",
                     "cfar_peaks",
-                    "select_sort",
+                    "select_overflow",
                     "refine_output",
                 ] {
                     assert!(text.contains(k), "{k} missing from the PTX");

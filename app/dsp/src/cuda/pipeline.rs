@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use cudarc::cufft::{CudaFft, sys as fft_sys};
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, LaunchConfig,
-    PushKernelArg, sys,
+    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, sys,
 };
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
 
@@ -27,8 +26,73 @@ const CFAR_TILE_D: usize = 8;
 const CFAR_TILE_R: usize = 32;
 /// Static shared memory a block may use without opting in.
 const SHARED_LIMIT: usize = 48 * 1024;
-/// The select kernel sorts at most this many detections in shared memory.
+/// refine_output keeps the output keys of all kept detections in shared
+/// memory (4 bytes each).
 pub const MAX_DETECTIONS_LIMIT: usize = 4096;
+/// Warps per block of refine_output (REFINE_WARPS in kernels.cu).
+const REFINE_WARPS: usize = 8;
+/// Pairs of samples per thread of convert_window_pairs (CONVERT_UNROLL).
+const CONVERT_UNROLL: usize = 4;
+/// The most kernel arguments of any kernel in kernels.cu.
+const MAX_KERNEL_ARGS: usize = 12;
+
+/// Choices in how the chain is launched; the defaults are the fastest
+/// measured on the H100 (docs/performance.md). The results do not depend on
+/// them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// Launch power_map, cfar_peaks, select_overflow and refine_output as
+    /// programmatic dependents (PDL) of the kernel before them. `None`: on
+    /// devices of compute capability 9.0 and later (PDL needs sm_90).
+    pub pdl: Option<bool>,
+    /// Over the detection cap, select in the last block of cfar_peaks
+    /// (true) or in a separate select_overflow kernel (false).
+    pub select_in_cfar: bool,
+    /// convert_window_pairs (8-byte loads, contiguous 16-byte stores, four
+    /// pairs a thread) instead of convert_window (one 16-byte load, two
+    /// 16-byte stores a thread).
+    pub convert_pairs: bool,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            pdl: None,
+            select_in_cfar: true,
+            convert_pairs: false,
+        }
+    }
+}
+
+impl CudaOptions {
+    /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
+    /// `select=cfar|kernel`, `convert=pairs|quads`), for experiments.
+    pub fn parse(text: &str) -> Result<Self, DspError> {
+        let mut o = CudaOptions::default();
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let bad = || {
+                DspError::config(
+                    "cuda options",
+                    format!(
+                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel, convert=pairs|quads)"
+                    ),
+                )
+            };
+            let (k, v) = item.split_once('=').ok_or_else(bad)?;
+            match (k.trim(), v.trim()) {
+                ("pdl", "on") => o.pdl = Some(true),
+                ("pdl", "off") => o.pdl = Some(false),
+                ("pdl", "auto") => o.pdl = None,
+                ("select", "cfar") => o.select_in_cfar = true,
+                ("select", "kernel") => o.select_in_cfar = false,
+                ("convert", "pairs") => o.convert_pairs = true,
+                ("convert", "quads") => o.convert_pairs = false,
+                _ => return Err(bad()),
+            }
+        }
+        Ok(o)
+    }
+}
 
 /// Mirrors `struct OutHeader` in kernels.cu.
 #[repr(C)]
@@ -55,8 +119,8 @@ pub(super) struct GpuDetection {
     pub angle_bin_refined: f32,
 }
 
-/// Bytes of one `Candidate` in kernels.cu (u32, float, double).
-const CANDIDATE_BYTES: usize = 16;
+/// Bytes of one `Candidate` in kernels.cu (u32, float, double, float[4]).
+const CANDIDATE_BYTES: usize = 32;
 
 /// A captured graph and the input buffer it reads.
 pub(super) struct SlotGraph {
@@ -84,9 +148,11 @@ struct Kernels {
     clutter: Option<CudaFunction>,
     power: CudaFunction,
     cfar: CudaFunction,
-    select: CudaFunction,
+    /// select_overflow, when the selection over the cap is not in cfar_peaks.
+    select: Option<CudaFunction>,
     refine: CudaFunction,
     gate: CudaFunction,
+    empty: CudaFunction,
     _module: Arc<CudaModule>,
 }
 
@@ -95,7 +161,8 @@ struct Buffers {
     pmap: DeviceBuffer,
     cand: DeviceBuffer,
     state: DeviceBuffer,
-    sel: DeviceBuffer,
+    keys: DeviceBuffer,
+    rows: DeviceBuffer,
     angle: DeviceBuffer,
     w_range: DeviceBuffer,
     w_doppler_convert: DeviceBuffer,
@@ -123,6 +190,9 @@ pub(super) struct Pipeline {
     max_det: usize,
     range_bin_m: f64,
     velocity_bin_mps: f64,
+    /// Programmatic dependent launches in use (resolved CudaOptions::pdl).
+    pdl: bool,
+    convert_pairs: bool,
 }
 
 /// The TDM compensation phasors `exp(-j 2 pi (d - N_l/2)/N_l * i/N_tx)`,
@@ -143,7 +213,7 @@ fn tdm_table(cfg: &ChainConfig) -> Vec<[f32; 2]> {
     t
 }
 
-fn nvrtc_source(cfg: &ChainConfig, sort_n: usize) -> String {
+fn nvrtc_source(cfg: &ChainConfig) -> String {
     let g = &cfg.geometry;
     let c = &cfg.cfar;
     let defines = [
@@ -156,7 +226,6 @@ fn nvrtc_source(cfg: &ChainConfig, sort_n: usize) -> String {
         ("TRAIN_D", c.train_doppler),
         ("TRAIN_R", c.train_range),
         ("MAX_DET", cfg.chain.max_detections),
-        ("SORT_N", sort_n),
         ("ANGLE_N", cfg.chain.angle_fft_size),
         ("CFAR_TILE_D", CFAR_TILE_D),
         ("CFAR_TILE_R", CFAR_TILE_R),
@@ -172,13 +241,12 @@ fn nvrtc_source(cfg: &ChainConfig, sort_n: usize) -> String {
 /// Compile kernels.cu for `cfg` and compute capability `cc` to PTX (NVRTC;
 /// needs libnvrtc but no GPU).
 pub(crate) fn compile_kernels(cfg: &ChainConfig, cc: (i32, i32)) -> Result<Ptx, DspError> {
-    let sort_n = cfg.chain.max_detections.next_power_of_two().max(2);
     let arch = format!("--gpu-architecture=compute_{}{}", cc.0, cc.1);
     let opts = CompileOptions {
         options: vec![arch, "--std=c++17".to_string()],
         ..Default::default()
     };
-    compile_ptx_with_opts(nvrtc_source(cfg, sort_n), opts).map_err(|e| match e {
+    compile_ptx_with_opts(nvrtc_source(cfg), opts).map_err(|e| match e {
         CompileError::CompileError { log, .. } => {
             DspError::Cuda(format!("NVRTC compile: {}", log.to_string_lossy()))
         }
@@ -186,12 +254,13 @@ pub(crate) fn compile_kernels(cfg: &ChainConfig, cc: (i32, i32)) -> Result<Ptx, 
     })
 }
 
-fn launch_err(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> DspError {
-    cuda_err(what)
-}
-
 impl Pipeline {
-    pub fn new(cfg: &ChainConfig, ctx: Arc<CudaContext>, cc: (i32, i32)) -> Result<Self, DspError> {
+    pub fn new(
+        cfg: &ChainConfig,
+        ctx: Arc<CudaContext>,
+        cc: (i32, i32),
+        opts: &CudaOptions,
+    ) -> Result<Self, DspError> {
         let g = &cfg.geometry;
         let c = &cfg.cfar;
         let max_det = cfg.chain.max_detections;
@@ -209,7 +278,9 @@ impl Pipeline {
         }
         let halo_d = CFAR_TILE_D + 2 * (c.guard_doppler + c.train_doppler);
         let halo_r = CFAR_TILE_R + 2 * (c.guard_range + c.train_range);
-        let cfar_shared = halo_d * halo_r * 8 + 2 * halo_d * CFAR_TILE_R * 8;
+        // cfar_peaks' tiles plus select_overflow's histogram (1 KiB, and a
+        // little) when it runs in cfar_peaks' last block.
+        let cfar_shared = halo_d * halo_r * 8 + 2 * halo_d * CFAR_TILE_R * 8 + 1100;
         if cfar_shared > SHARED_LIMIT {
             return Err(DspError::config(
                 "cfar",
@@ -232,8 +303,19 @@ impl Pipeline {
                 .load_function(name)
                 .map_err(|e| DspError::Cuda(format!("kernel {name}: {e:?}")))
         };
+        let pdl = opts.pdl.unwrap_or(cc.0 >= 9);
+        if pdl && cc.0 < 9 {
+            return Err(DspError::Cuda(format!(
+                "programmatic dependent launch needs sm_90 or later, the device is sm_{}{}",
+                cc.0, cc.1
+            )));
+        }
         let kernels = Kernels {
-            convert: load("convert_window")?,
+            convert: load(if opts.convert_pairs {
+                "convert_window_pairs"
+            } else {
+                "convert_window"
+            })?,
             clutter: if cfg.chain.clutter_removal {
                 Some(load("clutter_doppler_window")?)
             } else {
@@ -241,9 +323,14 @@ impl Pipeline {
             },
             power: load("power_map")?,
             cfar: load("cfar_peaks")?,
-            select: load("select_sort")?,
+            select: if opts.select_in_cfar {
+                None
+            } else {
+                Some(load("select_overflow")?)
+            },
             refine: load("refine_output")?,
             gate: load("gate_wait")?,
+            empty: load("empty_kernel")?,
             _module: module.clone(),
         };
 
@@ -268,7 +355,8 @@ impl Pipeline {
             pmap: DeviceBuffer::zeroed(&ctx, n_cells * 4)?,
             cand: DeviceBuffer::zeroed(&ctx, n_cells * CANDIDATE_BYTES)?,
             state: DeviceBuffer::zeroed(&ctx, 16)?,
-            sel: DeviceBuffer::zeroed(&ctx, max_det * CANDIDATE_BYTES)?,
+            keys: DeviceBuffer::zeroed(&ctx, max_det * 4)?,
+            rows: DeviceBuffer::zeroed(&ctx, max_det * 4)?,
             angle: DeviceBuffer::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
             w_range: DeviceBuffer::from_host(&ctx, &w_range)?,
             w_doppler_convert: DeviceBuffer::from_host(&ctx, w_conv)?,
@@ -346,7 +434,14 @@ impl Pipeline {
             out,
             stream,
             max_det,
+            pdl,
+            convert_pairs: opts.convert_pairs,
         })
+    }
+
+    /// Whether the kernels are launched with programmatic dependent launch.
+    pub fn pdl(&self) -> bool {
+        self.pdl
     }
 
     /// Names of the stages that `enqueue` separates with events.
@@ -355,15 +450,74 @@ impl Pipeline {
         if self.kernels.clutter.is_some() {
             v.push("clutter removal");
         }
-        v.extend([
-            "Doppler FFT",
-            "power",
-            "CFAR+peaks",
-            "select+sort+snapshot",
-            "angle FFT",
-            "refine+output",
-        ]);
+        v.extend(["Doppler FFT", "power", "CFAR+peaks+snapshots"]);
+        if self.kernels.select.is_some() {
+            v.push("select over the cap");
+        }
+        v.extend(["angle FFT", "order+refine+output"]);
         v
+    }
+
+    /// Launch `f` on our stream with `args` (each kernel parameter is 8
+    /// bytes: a device address, a double's bits or a u64), as a
+    /// programmatic dependent of the previous kernel when `pdl`.
+    fn launch(
+        &self,
+        what: &'static str,
+        f: &CudaFunction,
+        grid: (u32, u32),
+        block: u32,
+        args: &[u64],
+        pdl: bool,
+    ) -> Result<(), DspError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(cuda_err("bind context"))?;
+        let mut vals = [0u64; MAX_KERNEL_ARGS];
+        if args.len() > MAX_KERNEL_ARGS {
+            return Err(DspError::Cuda(format!("{what}: too many kernel arguments")));
+        }
+        vals[..args.len()].copy_from_slice(args);
+        let mut params = [std::ptr::null_mut::<std::ffi::c_void>(); MAX_KERNEL_ARGS];
+        for (p, v) in params.iter_mut().zip(vals.iter_mut()) {
+            *p = v as *mut u64 as *mut std::ffi::c_void;
+        }
+        let mut value: sys::CUlaunchAttributeValue =
+            // SAFETY: a plain C union of integers and structs of integers;
+            // all zero is a valid value of each member.
+            unsafe { std::mem::zeroed() };
+        value.programmaticStreamSerializationAllowed = 1;
+        let mut attr = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value,
+        };
+        let config = sys::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: 1,
+            blockDimX: block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            hStream: self.stream.cu_stream(),
+            attrs: if pdl { &mut attr } else { std::ptr::null_mut() },
+            numAttrs: u32::from(pdl),
+        };
+        // SAFETY: `config` and `attr` outlive the call; `params` holds one
+        // pointer per kernel parameter, each to 8 live bytes (the driver
+        // copies them before returning); callers pass exactly the
+        // parameters of `f` in kernels.cu, every one of them 8 bytes.
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &config,
+                f.cu_function(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(cuda_err(what))
     }
 
     /// Put one frame's work on the stream, reading the frame at `input`.
@@ -384,7 +538,7 @@ impl Pipeline {
             Ok(())
         };
         let (x, pmap, cand, state) = (b.x.ptr(), b.pmap.ptr(), b.cand.ptr(), b.state.ptr());
-        let (sel, angle) = (b.sel.ptr(), b.angle.ptr());
+        let (keys, rows, angle) = (b.keys.ptr(), b.rows.ptr(), b.angle.ptr());
         let (w_range, w_dc, w_dl) = (
             b.w_range.ptr(),
             b.w_doppler_convert.ptr(),
@@ -394,27 +548,27 @@ impl Pipeline {
         let out_hdr = self.out.device_ptr();
         let out_det = out_hdr + std::mem::size_of::<OutHeader>() as u64;
         let blocks = |threads: usize, per: usize| threads.div_ceil(per) as u32;
+        let pdl = self.pdl;
+        // The argument lists below match the kernel signatures in
+        // kernels.cu; every pointer is a live allocation of the size the
+        // kernel indexes (sized in `new` from the same config that
+        // generated the kernels' #defines).
 
         mark()?;
-        let groups = g.n_chirps() * g.n_rx * g.n_samples / 4;
-        // SAFETY (all launches below): the argument lists match the kernel
-        // signatures in kernels.cu; every pointer is a live allocation of
-        // the size the kernel indexes (sized in `new` from the same config
-        // that generated the kernels' #defines).
-        unsafe {
-            s.launch_builder(&self.kernels.convert)
-                .arg(&input)
-                .arg(&x)
-                .arg(&w_range)
-                .arg(&w_dc)
-                .arg(&state)
-                .launch(LaunchConfig {
-                    grid_dim: (blocks(groups, 256), 1, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }
-        .map_err(launch_err("launch convert_window"))?;
+        let samples = g.n_chirps() * g.n_rx * g.n_samples;
+        let convert_grid = if self.convert_pairs {
+            blocks(samples / 2, 256 * CONVERT_UNROLL)
+        } else {
+            blocks(samples / 4, 256)
+        };
+        self.launch(
+            "launch convert_window",
+            &self.kernels.convert,
+            (convert_grid, 1),
+            256,
+            &[input, x, w_range, w_dc, state],
+            false,
+        )?;
 
         mark()?;
         self.fft(&self.plans.range, x)?;
@@ -422,103 +576,138 @@ impl Pipeline {
         if let Some(clutter) = &self.kernels.clutter {
             mark()?;
             let cols = g.n_virtual() * g.n_samples;
-            // SAFETY: see above.
-            unsafe {
-                s.launch_builder(clutter)
-                    .arg(&x)
-                    .arg(&w_dl)
-                    .launch(LaunchConfig {
-                        grid_dim: (blocks(cols, 256), 1, 1),
-                        block_dim: (256, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-            }
-            .map_err(launch_err("launch clutter_doppler_window"))?;
+            self.launch(
+                "launch clutter_doppler_window",
+                clutter,
+                (blocks(cols, 256), 1),
+                256,
+                &[x, w_dl],
+                false,
+            )?;
         }
         mark()?;
         self.fft(&self.plans.doppler, x)?;
 
         mark()?;
         let pairs = g.n_loops * g.n_samples / 2;
-        // SAFETY: see above.
-        unsafe {
-            s.launch_builder(&self.kernels.power)
-                .arg(&x)
-                .arg(&pmap)
-                .launch(LaunchConfig {
-                    grid_dim: (blocks(pairs, 256), 1, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }
-        .map_err(launch_err("launch power_map"))?;
+        self.launch(
+            "launch power_map",
+            &self.kernels.power,
+            (blocks(pairs, 256), 1),
+            256,
+            &[x, pmap],
+            pdl,
+        )?;
 
         mark()?;
-        // SAFETY: see above.
-        unsafe {
-            s.launch_builder(&self.kernels.cfar)
-                .arg(&pmap)
-                .arg(&alpha)
-                .arg(&n_eff)
-                .arg(&state)
-                .arg(&cand)
-                .launch(LaunchConfig {
-                    grid_dim: (
-                        blocks(g.n_samples, CFAR_TILE_R),
-                        blocks(g.n_loops, CFAR_TILE_D),
-                        1,
-                    ),
-                    block_dim: ((CFAR_TILE_D * CFAR_TILE_R) as u32, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }
-        .map_err(launch_err("launch cfar_peaks"))?;
+        self.launch(
+            "launch cfar_peaks",
+            &self.kernels.cfar,
+            (
+                blocks(g.n_samples, CFAR_TILE_R),
+                blocks(g.n_loops, CFAR_TILE_D),
+            ),
+            (CFAR_TILE_D * CFAR_TILE_R) as u32,
+            &[
+                pmap,
+                x,
+                alpha,
+                n_eff,
+                tdm,
+                state,
+                cand,
+                keys,
+                angle,
+                rows,
+                u64::from(self.kernels.select.is_none()),
+            ],
+            pdl,
+        )?;
 
-        mark()?;
-        // SAFETY: see above.
-        unsafe {
-            s.launch_builder(&self.kernels.select)
-                .arg(&cand)
-                .arg(&state)
-                .arg(&sel)
-                .arg(&x)
-                .arg(&tdm)
-                .arg(&angle)
-                .launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (1024, 1, 1),
-                    shared_mem_bytes: 0,
-                })
+        if let Some(select) = &self.kernels.select {
+            mark()?;
+            self.launch(
+                "launch select_overflow",
+                select,
+                (1, 1),
+                1024,
+                &[cand, state, keys, angle, rows, x, tdm],
+                pdl,
+            )?;
         }
-        .map_err(launch_err("launch select_sort"))?;
 
         mark()?;
         self.fft(&self.plans.angle, angle)?;
 
         mark()?;
-        let (rbm, vbm) = (self.range_bin_m, self.velocity_bin_mps);
-        // SAFETY: see above; out_hdr/out_det are the device addresses of
-        // the mapped output buffer, sized for max_det detections.
-        unsafe {
-            s.launch_builder(&self.kernels.refine)
-                .arg(&state)
-                .arg(&sel)
-                .arg(&angle)
-                .arg(&pmap)
-                .arg(&out_hdr)
-                .arg(&out_det)
-                .arg(&rbm)
-                .arg(&vbm)
-                .launch(LaunchConfig {
-                    // One warp per detection.
-                    grid_dim: (blocks(self.max_det.max(1) * 32, 128), 1, 1),
-                    block_dim: (128, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }
-        .map_err(launch_err("launch refine_output"))?;
+        self.launch(
+            "launch refine_output",
+            &self.kernels.refine,
+            (blocks(self.max_det, REFINE_WARPS), 1),
+            (REFINE_WARPS * 32) as u32,
+            &[
+                state,
+                cand,
+                keys,
+                angle,
+                out_hdr,
+                out_det,
+                self.range_bin_m.to_bits(),
+                self.velocity_bin_mps.to_bits(),
+            ],
+            pdl,
+        )?;
         mark()?;
         Ok(())
+    }
+
+    /// GPU time (median over `reps` replays, microseconds) of a graph of
+    /// `kernels` empty one-warp kernels in a chain, launched as
+    /// programmatic dependents when `pdl`: what a kernel boundary costs.
+    pub fn empty_chain_us(&self, kernels: usize, pdl: bool, reps: usize) -> Result<f64, DspError> {
+        if pdl && !self.pdl_capable() {
+            return Err(DspError::Cuda(
+                "programmatic dependent launch needs sm_90 or later".to_string(),
+            ));
+        }
+        self.stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(cuda_err("begin capture"))?;
+        let mut queued = Ok(());
+        for k in 0..kernels {
+            queued = self.launch(
+                "launch empty_kernel",
+                &self.kernels.empty,
+                (1, 1),
+                32,
+                &[0],
+                pdl && k > 0,
+            );
+            if queued.is_err() {
+                break;
+            }
+        }
+        let graph = self
+            .stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(cuda_err("end capture"));
+        queued?;
+        let graph = graph?.ok_or_else(|| DspError::Cuda("capture gave no graph".to_string()))?;
+        graph.upload().map_err(cuda_err("graph upload"))?;
+        let (e0, e1) = self.timing_events()?;
+        let mut t = Vec::with_capacity(reps.max(1));
+        for _ in 0..reps.max(1) {
+            t.push(self.timed_launch(&graph, &e0, &e1)?);
+        }
+        t.sort_by(f64::total_cmp);
+        Ok(t[t.len() / 2])
+    }
+
+    fn pdl_capable(&self) -> bool {
+        self.ctx
+            .compute_capability()
+            .map(|(major, _)| major >= 9)
+            .unwrap_or(false)
     }
 
     fn fft(&self, plan: &CudaFft, data: u64) -> Result<(), DspError> {
@@ -736,19 +925,15 @@ impl Pipeline {
             // SAFETY: `flag` points into `gate`, alive for this function;
             // the GPU only reads it.
             unsafe { std::ptr::write_volatile(flag, 0) };
-            // SAFETY: gate_wait(const volatile u32 *, u64) on a live buffer.
-            unsafe {
-                self.stream
-                    .launch_builder(&self.kernels.gate)
-                    .arg(&flag_dev)
-                    .arg(&max_cycles)
-                    .launch(LaunchConfig {
-                        grid_dim: (1, 1, 1),
-                        block_dim: (1, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-            }
-            .map_err(launch_err("launch gate_wait"))?;
+            // gate_wait(const volatile u32 *, u64) on the live gate buffer.
+            self.launch(
+                "launch gate_wait",
+                &self.kernels.gate,
+                (1, 1),
+                1,
+                &[flag_dev, max_cycles],
+                false,
+            )?;
             self.enqueue(input, Some(&events))?;
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             // SAFETY: as above; releases the queued stages.
