@@ -64,6 +64,21 @@ if [ -n "${BASE:-}" ]; then
   bench base "$BASE" "" "$@"; names+=(base)
   grep -E "GPU graph, resident|end to end, mapped|rc=" "$LOG/bench-base.log"
 fi
+if [ -n "${NCU:-}" ] && command -v ncu >/dev/null; then
+  # Per-kernel GPU time and DRAM/L2 traffic with warm caches. With one slot
+  # and one frame, kernels 33-40 are a resident frame's graph, 41-48 a
+  # mapped slot's, 49-56 a resident frame's again (8 kernels a frame).
+  echo "== ncu (launches ${NCU_SKIP:-32}+${NCU_COUNT:-24})"
+  timeout 240 ncu --clock-control none --cache-control none --launch-skip "${NCU_SKIP:-32}" --launch-count "${NCU_COUNT:-24}" \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum \
+    "$B/radar-dsp" bench --backend cuda --frames 1 --warmup 0 --slots 1 --stage-reps 1 > "$LOG/ncu.log" 2>&1
+  echo "ncu rc=$?"
+  python3 "$B/ncu_table.py" "$LOG/ncu.log" | tee "$LOG/ncu-table.txt"
+fi
+if [ -d "$B/sass" ] && command -v cuobjdump >/dev/null; then
+  for c in "$B"/sass/*.cubin; do cuobjdump -sass "$c" > "$LOG/$(basename "$c" .cubin).sass" 2>&1; done
+  echo "== sass dumped: $(ls "$B"/sass)"
+fi
 {
 echo "== summary (us): run | graph resident p50 p99 | mapped end-to-end p50 p99.9 | stage p50s (resident)"
 for n in "${names[@]}"; do

@@ -334,9 +334,9 @@ fn the_cap_keeps_what_the_cpu_keeps() {
 }
 
 /// Every launch choice gives the CPU's results: programmatic dependent
-/// launch off (what Orin's sm_87 runs), the selection over the cap in its
-/// own kernel, the other convert kernel; random scenes and scenes over the
-/// cap for each.
+/// launch off (what Orin's sm_87 runs), the selection over the cap in the
+/// CFAR kernel's last block, the other convert kernel, out-of-place FFTs;
+/// random scenes and scenes over the cap for each.
 #[test]
 fn launch_options_match_the_cpu_reference() {
     if !cuda_or_skip("launch_options_match_the_cpu_reference") {
@@ -344,10 +344,10 @@ fn launch_options_match_the_cpu_reference() {
     }
     for text in [
         "pdl=off",
-        "select=kernel",
-        "pdl=off,select=kernel",
-        "convert=pairs",
+        "select=cfar",
+        "pdl=off,select=cfar",
         "convert=quads",
+        "fft=oop",
     ] {
         let opts = CudaOptions::parse(text).expect("options");
         let mut worst = Worst::default();

@@ -569,19 +569,21 @@ cfar_peaks(const float *__restrict__ pmap, const float2 *__restrict__ x,
             keys[slot] = order_key(k.cell);
             write_angle_row(angle + (size_t)slot * ANGLE_N, z);
         }
-        if (select_here) {
-            // Ordered before this block's count below (threadFenceReduction).
-            __threadfence();
-        }
     }
     if (!select_here) {
         return;
     }
     // The last block to finish does step 7 over the cap (nothing under it).
+    // The barrier orders the block's writes before thread 0's count, whose
+    // release (cumulative) publishes them to the GPU; the last block's
+    // count acquires every other block's.
     __syncthreads();
     if (tid == 0) {
-        __threadfence();
-        const u32 done = atomicAdd(&state[1], 1u);
+        u32 done;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                     : "=r"(done)
+                     : "l"(&state[1])
+                     : "memory");
         s_last = done == gridDim.x * gridDim.y - 1;
     }
     __syncthreads();

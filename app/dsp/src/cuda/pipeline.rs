@@ -52,21 +52,26 @@ pub struct CudaOptions {
     /// pairs a thread) instead of convert_window (one 16-byte load, two
     /// 16-byte stores a thread).
     pub convert_pairs: bool,
+    /// Range and Doppler FFTs out of place (x to a second buffer and back)
+    /// instead of in place.
+    pub fft_out_of_place: bool,
 }
 
 impl Default for CudaOptions {
     fn default() -> Self {
         CudaOptions {
             pdl: None,
-            select_in_cfar: true,
-            convert_pairs: false,
+            select_in_cfar: false,
+            convert_pairs: true,
+            fft_out_of_place: false,
         }
     }
 }
 
 impl CudaOptions {
     /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
-    /// `select=cfar|kernel`, `convert=pairs|quads`), for experiments.
+    /// `select=cfar|kernel`, `convert=pairs|quads`, `fft=inplace|oop`), for
+    /// experiments.
     pub fn parse(text: &str) -> Result<Self, DspError> {
         let mut o = CudaOptions::default();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -74,7 +79,7 @@ impl CudaOptions {
                 DspError::config(
                     "cuda options",
                     format!(
-                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel, convert=pairs|quads)"
+                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel, convert=pairs|quads, fft=inplace|oop)"
                     ),
                 )
             };
@@ -87,6 +92,8 @@ impl CudaOptions {
                 ("select", "kernel") => o.select_in_cfar = false,
                 ("convert", "pairs") => o.convert_pairs = true,
                 ("convert", "quads") => o.convert_pairs = false,
+                ("fft", "inplace") => o.fft_out_of_place = false,
+                ("fft", "oop") => o.fft_out_of_place = true,
                 _ => return Err(bad()),
             }
         }
@@ -158,6 +165,8 @@ struct Kernels {
 
 struct Buffers {
     x: DeviceBuffer,
+    /// The range FFT's output when the FFTs run out of place.
+    y: Option<DeviceBuffer>,
     pmap: DeviceBuffer,
     cand: DeviceBuffer,
     state: DeviceBuffer,
@@ -352,6 +361,11 @@ impl Pipeline {
         let cfar = CfarTables::new(cfg)?;
         let bufs = Buffers {
             x: DeviceBuffer::zeroed(&ctx, n_x * 8)?,
+            y: if opts.fft_out_of_place {
+                Some(DeviceBuffer::zeroed(&ctx, n_x * 8)?)
+            } else {
+                None
+            },
             pmap: DeviceBuffer::zeroed(&ctx, n_cells * 4)?,
             cand: DeviceBuffer::zeroed(&ctx, n_cells * CANDIDATE_BYTES)?,
             state: DeviceBuffer::zeroed(&ctx, 16)?,
@@ -570,8 +584,10 @@ impl Pipeline {
             false,
         )?;
 
+        // Out of place: range FFT x -> y, Doppler FFT y -> x.
+        let y = b.y.as_ref().map_or(x, |y| y.ptr());
         mark()?;
-        self.fft(&self.plans.range, x)?;
+        self.fft(&self.plans.range, x, y)?;
 
         if let Some(clutter) = &self.kernels.clutter {
             mark()?;
@@ -581,12 +597,12 @@ impl Pipeline {
                 clutter,
                 (blocks(cols, 256), 1),
                 256,
-                &[x, w_dl],
+                &[y, w_dl],
                 false,
             )?;
         }
         mark()?;
-        self.fft(&self.plans.doppler, x)?;
+        self.fft(&self.plans.doppler, y, x)?;
 
         mark()?;
         let pairs = g.n_loops * g.n_samples / 2;
@@ -637,7 +653,7 @@ impl Pipeline {
         }
 
         mark()?;
-        self.fft(&self.plans.angle, angle)?;
+        self.fft(&self.plans.angle, angle, angle)?;
 
         mark()?;
         self.launch(
@@ -710,13 +726,14 @@ impl Pipeline {
             .unwrap_or(false)
     }
 
-    fn fft(&self, plan: &CudaFft, data: u64) -> Result<(), DspError> {
-        // SAFETY: `data` is the buffer the plan was sized for (in place).
+    fn fft(&self, plan: &CudaFft, input: u64, output: u64) -> Result<(), DspError> {
+        // SAFETY: `input` and `output` are buffers of the size the plan was
+        // made for (the same one, or two that do not overlap).
         unsafe {
             cudarc::cufft::result::exec_c2c(
                 plan.handle(),
-                data as *mut fft_sys::cufftComplex,
-                data as *mut fft_sys::cufftComplex,
+                input as *mut fft_sys::cufftComplex,
+                output as *mut fft_sys::cufftComplex,
                 -1,
             )
         }
