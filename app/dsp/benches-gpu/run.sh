@@ -4,7 +4,8 @@
 # with the default launch options, then once per entry of VARIANTS (launch
 # options for RADAR_CUDA_OPTIONS, e.g. VARIANTS="pdl=off select=kernel"),
 # then once with the bundle in BASE (another prepare.sh bundle, for a
-# comparison on the same machine).
+# comparison on the same machine), then once per entry of EXP_VARIANTS with
+# the bundle in EXP (an experimental build).
 # Usage on the GPU machine: bash .device-bin/cuda/run.sh [radar-dsp bench args...]
 # (prepare.sh builds the bundle here). The logs and JSON files are packed
 # into $OUT/cuda-run.tgz (the device tool returns at most 8 files); the
@@ -59,6 +60,12 @@ for v in ${VARIANTS:-}; do
   bench "$n" "$B" "$v" "$@"; names+=("$n")
   grep -E "GPU graph, resident|end to end, mapped|rc=" "$LOG/bench-$n.log"
 done
+for v in ${EXP_VARIANTS:-}; do
+  n=exp-$(echo "$v" | tr ',=' '-_')
+  echo "== bench $EXP variant $v"
+  bench "$n" "$EXP" "$v" "$@"; names+=("$n")
+  grep -E "GPU graph|end to end, mapped|rc=" "$LOG/bench-$n.log"
+done
 if [ -n "${BASE:-}" ]; then
   echo "== bench base bundle $(cat "$BASE/COMMIT" 2>/dev/null)"
   bench base "$BASE" "" "$@"; names+=(base)
@@ -80,15 +87,16 @@ if [ -d "$B/sass" ] && command -v cuobjdump >/dev/null; then
   echo "== sass dumped: $(ls "$B"/sass)"
 fi
 {
-echo "== summary (us): run | graph resident p50 p99 | mapped end-to-end p50 p99.9 | stage p50s (resident)"
+echo "== summary (us): run | graph resident p50 p99 | gated p50 | mapped end-to-end p50 p99.9 | stage p50s (resident)"
 for n in "${names[@]}"; do
   python3 - "$LOG/bench-$n.json" "$n" <<'EOF' 2>/dev/null || echo "$n: no JSON"
 import json, sys
 r = json.load(open(sys.argv[1]))
 g = r["gpu_graph_resident"]; e = r["end_to_end"]
+gg = (r.get("gpu_graph_resident_gated") or {}).get("p50_us", float("nan"))
 st = " ".join(f'{s["p50_us"]:.1f}' for s in r["stages_resident"])
 gap = r.get("launch_gap") or {}
-print(f'{sys.argv[2]:<24} {g["p50_us"]:6.2f} {g["p99_us"]:6.2f} | {e["p50_us"]:6.1f} {e["p999_us"]:6.1f} | {st} | gap {gap.get("per_boundary_us", float("nan")):.2f}/{gap.get("per_boundary_pdl_us") or float("nan"):.2f} | k={r.get("kernels_per_frame")} pdl={r.get("pdl")}')
+print(f'{sys.argv[2]:<24} {g["p50_us"]:6.2f} {g["p99_us"]:6.2f} | {gg:6.2f} | {e["p50_us"]:6.1f} {e["p999_us"]:6.1f} | {st} | gap {gap.get("per_boundary_us", float("nan")):.2f}/{gap.get("per_boundary_pdl_us") or float("nan"):.2f} | k={r.get("kernels_per_frame")} pdl={r.get("pdl")}')
 EOF
 done
 } | tee "$LOG/summary.txt"

@@ -9,7 +9,9 @@
 //!   slots in mapped pinned memory for CUDA, plain memory for the CPU;
 //! - CUDA only: the same with the frames already resident in device memory,
 //!   the GPU time of one graph replay (events around the launch) for both
-//!   inputs, the per-stage GPU time from a separate instrumented run that
+//!   inputs, once as launched and once queued behind a gate kernel that
+//!   opens after the launch is queued (device time without the host's
+//!   submission of the graph), the per-stage GPU time from a separate instrumented run that
 //!   launches the stages one by one with events between them, the kernels
 //!   per frame (kernel nodes in the captured graph), and the device-to-device
 //!   copy bandwidth for the "bytes over bandwidth" floor, and what one
@@ -175,6 +177,10 @@ pub struct BenchReport {
     pub gpu_graph_mapped: Option<LatencyStats>,
     /// GPU time of one graph replay, frame resident in device memory.
     pub gpu_graph_resident: Option<LatencyStats>,
+    /// The same two with each launch queued behind a gate kernel, so that
+    /// the host's submission of the graph is not timed: device time alone.
+    pub gpu_graph_mapped_gated: Option<LatencyStats>,
+    pub gpu_graph_resident_gated: Option<LatencyStats>,
     pub stages_mapped: Vec<StageStats>,
     pub stages_resident: Vec<StageStats>,
     pub floors: Floors,
@@ -336,6 +342,8 @@ fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchRepor
         end_to_end_resident: None,
         gpu_graph_mapped: None,
         gpu_graph_resident: None,
+        gpu_graph_mapped_gated: None,
+        gpu_graph_resident_gated: None,
         stages_mapped: Vec::new(),
         stages_resident: Vec::new(),
         floors: chain_floors(&opts.cfg),
@@ -466,10 +474,14 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     report.end_to_end_resident = Some(LatencyStats::from_samples(&samples, wall));
 
     let gpu_reps = frames.min(5000);
-    let mapped = backend.graph_gpu_times(false, ring.len(), gpu_reps)?;
+    let mapped = backend.graph_gpu_times(false, ring.len(), gpu_reps, false)?;
     report.gpu_graph_mapped = Some(LatencyStats::from_samples(&mapped, 0.0));
-    let resident = backend.graph_gpu_times(true, ring.len(), gpu_reps)?;
+    let resident = backend.graph_gpu_times(true, ring.len(), gpu_reps, false)?;
     report.gpu_graph_resident = Some(LatencyStats::from_samples(&resident, 0.0));
+    let mapped = backend.graph_gpu_times(false, ring.len(), gpu_reps, true)?;
+    report.gpu_graph_mapped_gated = Some(LatencyStats::from_samples(&mapped, 0.0));
+    let resident = backend.graph_gpu_times(true, ring.len(), gpu_reps, true)?;
+    report.gpu_graph_resident_gated = Some(LatencyStats::from_samples(&resident, 0.0));
 
     report.stages_mapped = stage_stats(&backend.stage_times(Some(0), None, opts.stage_reps)?);
     report.stages_resident = stage_stats(&backend.stage_times(None, Some(0), opts.stage_reps)?);
@@ -558,6 +570,18 @@ pub fn table(r: &BenchReport) -> String {
     if let Some(l) = &r.gpu_graph_resident {
         s.push_str(&fmt_lat(
             &format!("GPU graph, resident frame (n={})", l.frames),
+            l,
+        ));
+    }
+    if let Some(l) = &r.gpu_graph_mapped_gated {
+        s.push_str(&fmt_lat(
+            &format!("GPU graph behind a gate, mapped (n={})", l.frames),
+            l,
+        ));
+    }
+    if let Some(l) = &r.gpu_graph_resident_gated {
+        s.push_str(&fmt_lat(
+            &format!("GPU graph behind a gate, resident (n={})", l.frames),
             l,
         ));
     }

@@ -228,11 +228,15 @@ impl CudaBackend {
 
     /// GPU time (us) of `reps` graph replays, events around each launch,
     /// rotating over the first `inputs` prepared slots (or resident frames).
+    /// `gated`: each launch and its events queued behind a gate kernel that
+    /// opens once they are all queued, so that the host's submission of the
+    /// graph does not count (see `Pipeline::timed_launch`).
     pub fn graph_gpu_times(
         &self,
         resident: bool,
         inputs: usize,
         reps: usize,
+        gated: bool,
     ) -> Result<Vec<f64>, DspError> {
         let graphs = if resident {
             &self.resident
@@ -246,9 +250,17 @@ impl CudaBackend {
             ));
         }
         let (e0, e1) = self.pipeline.timing_events()?;
+        let mut gate = if gated {
+            Some(self.pipeline.new_gate()?)
+        } else {
+            None
+        };
         let mut v = Vec::with_capacity(reps);
         for k in 0..reps {
-            v.push(self.pipeline.timed_launch(&graphs[k % n].graph, &e0, &e1)?);
+            v.push(
+                self.pipeline
+                    .timed_launch(&graphs[k % n].graph, &e0, &e1, gate.as_mut())?,
+            );
         }
         Ok(v)
     }

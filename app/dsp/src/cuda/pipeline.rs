@@ -711,9 +711,10 @@ impl Pipeline {
         let graph = graph?.ok_or_else(|| DspError::Cuda("capture gave no graph".to_string()))?;
         graph.upload().map_err(cuda_err("graph upload"))?;
         let (e0, e1) = self.timing_events()?;
+        let mut gate = self.new_gate()?;
         let mut t = Vec::with_capacity(reps.max(1));
         for _ in 0..reps.max(1) {
-            t.push(self.timed_launch(&graph, &e0, &e1)?);
+            t.push(self.timed_launch(&graph, &e0, &e1, Some(&mut gate))?);
         }
         t.sort_by(f64::total_cmp);
         Ok(t[t.len() / 2])
@@ -816,18 +817,55 @@ impl Pipeline {
     }
 
     /// Launch `graph` between two events, wait, return the GPU time in us.
+    /// With `gate`, the events and the graph are queued behind a closed
+    /// gate kernel that the host opens once they are all queued: the time
+    /// is then the device's alone. Without, the first event can complete
+    /// while the host is still submitting the graph, and that submission
+    /// time counts too.
     pub fn timed_launch(
         &self,
         graph: &CudaGraph,
         e0: &CudaEvent,
         e1: &CudaEvent,
+        gate: Option<&mut MappedHostBuffer>,
     ) -> Result<f64, DspError> {
+        let flag = match gate {
+            Some(g) => Some(self.close_gate(g)?),
+            None => None,
+        };
         e0.record(&self.stream).map_err(cuda_err("event record"))?;
         graph.launch().map_err(cuda_err("graph launch"))?;
         e1.record(&self.stream).map_err(cuda_err("event record"))?;
+        if let Some(f) = flag {
+            open_gate(f);
+        }
         self.synchronize()?;
         let ms = e0.elapsed_ms(e1).map_err(cuda_err("event elapsed"))?;
         Ok(ms as f64 * 1e3)
+    }
+
+    /// A mapped word for `close_gate`.
+    pub fn new_gate(&self) -> Result<MappedHostBuffer, DspError> {
+        MappedHostBuffer::new(&self.ctx, 4)
+    }
+
+    /// Queue gate_wait on `gate` (closed): the stream holds until
+    /// `open_gate` on the returned flag (or about 2 s at most).
+    fn close_gate(&self, gate: &mut MappedHostBuffer) -> Result<*mut u32, DspError> {
+        let flag = gate.as_mut_slice().as_mut_ptr() as *mut u32;
+        // SAFETY: `flag` points into `gate`, a live 4-byte mapped buffer
+        // that the GPU only reads.
+        unsafe { std::ptr::write_volatile(flag, 0) };
+        // gate_wait(const volatile u32 *, u64) on the live gate buffer.
+        self.launch(
+            "launch gate_wait",
+            &self.kernels.gate,
+            (1, 1),
+            1,
+            &[gate.device_ptr(), 4_000_000_000u64],
+            false,
+        )?;
+        Ok(flag)
     }
 
     pub fn copy_bandwidth_gbps(&self, bytes: usize, reps: usize) -> Result<f64, DspError> {
@@ -935,26 +973,11 @@ impl Pipeline {
                 samples_us: Vec::with_capacity(reps),
             }))
             .collect();
-        let mut gate = MappedHostBuffer::new(&self.ctx, 4)?;
-        let flag = gate.as_mut_slice().as_mut_ptr() as *mut u32;
-        let (flag_dev, max_cycles) = (gate.device_ptr(), 4_000_000_000u64);
+        let mut gate = self.new_gate()?;
         for _ in 0..reps {
-            // SAFETY: `flag` points into `gate`, alive for this function;
-            // the GPU only reads it.
-            unsafe { std::ptr::write_volatile(flag, 0) };
-            // gate_wait(const volatile u32 *, u64) on the live gate buffer.
-            self.launch(
-                "launch gate_wait",
-                &self.kernels.gate,
-                (1, 1),
-                1,
-                &[flag_dev, max_cycles],
-                false,
-            )?;
+            let flag = self.close_gate(&mut gate)?;
             self.enqueue(input, Some(&events))?;
-            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            // SAFETY: as above; releases the queued stages.
-            unsafe { std::ptr::write_volatile(flag, 1) };
+            open_gate(flag);
             self.synchronize()?;
             for i in 0..names.len() {
                 let ms = events[i]
@@ -969,6 +992,14 @@ impl Pipeline {
         }
         Ok(timings)
     }
+}
+
+/// Open a gate closed by `Pipeline::close_gate` (its flag, in mapped
+/// memory that outlives the queued gate kernel).
+fn open_gate(flag: *mut u32) {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: `flag` came from close_gate: a live mapped buffer.
+    unsafe { std::ptr::write_volatile(flag, 1) };
 }
 
 fn count_kernel_nodes(graph: &CudaGraph) -> Result<usize, DspError> {
