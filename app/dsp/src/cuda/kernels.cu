@@ -140,22 +140,24 @@ convert_window_pairs(const uint2 *__restrict__ frame, float4 *__restrict__ x,
         state[1] = 0;
     }
     for (u32 base = t0; base < CONVERT_PAIRS; base += stride * CONVERT_UNROLL) {
+        // Samples and window values all requested before the first use.
         uint2 v[CONVERT_UNROLL];
+        float wd[CONVERT_UNROLL];
+        float2 wr[CONVERT_UNROLL];
 #pragma unroll
         for (int k = 0; k < CONVERT_UNROLL; ++k) {
-            const u32 t = base + k * stride;
-            v[k] = t < CONVERT_PAIRS ? frame[t] : make_uint2(0u, 0u);
+            const u32 t = min(base + k * stride, (u32)CONVERT_PAIRS - 1);
+            const u32 s = t * 2;
+            v[k] = frame[t];
+            wd[k] = w_doppler[s / (N_SAMPLES * N_RX * N_TX)];
+            wr[k] = *(const float2 *)&w_range[s % N_SAMPLES];
         }
 #pragma unroll
         for (int k = 0; k < CONVERT_UNROLL; ++k) {
             const u32 t = base + k * stride;
             if (t < CONVERT_PAIRS) {
-                const u32 s = t * 2;
-                const u32 n = s % N_SAMPLES;
-                const u32 l = s / (N_SAMPLES * N_RX * N_TX);
-                const float wd = w_doppler[l];
-                const float w0 = w_range[n] * wd;
-                const float w1 = w_range[n + 1] * wd;
+                const float w0 = wr[k].x * wd[k];
+                const float w1 = wr[k].y * wd[k];
                 x[t] = make_float4((float)(short)(v[k].x & 0xffffu) * w0,
                                    (float)(short)(v[k].x >> 16) * w0,
                                    (float)(short)(v[k].y & 0xffffu) * w1,
@@ -197,9 +199,10 @@ clutter_doppler_window(float2 *__restrict__ x, const float *__restrict__ w_doppl
 // Step 4: P[d][r] = sum over p of |X[d][p][r]|^2, accumulated in double and
 // rounded once to float, as the CPU reference does (the products of float
 // components are exact in double, so only the summation order differs).
-// Work item t sums two range bins (one 16-byte load per channel); the p
-// loop is unrolled so all loads are in flight at once.
-__device__ __forceinline__ void power_pair(const float4 *__restrict__ x, float2 *pmap, u32 t)
+// Work item t sums two range bins (one 16-byte load per channel). X comes
+// from the kernel ahead of this one, which may still be running when this
+// one starts (PDL): L2 loads, not the read-only data path.
+__device__ __forceinline__ void power_pair(const float4 *x, float2 *pmap, u32 t)
 {
     const u32 half = N_SAMPLES / 2;
     const u32 d = t / half;
@@ -208,7 +211,7 @@ __device__ __forceinline__ void power_pair(const float4 *__restrict__ x, float2 
     float4 v[N_VIRT];
 #pragma unroll
     for (u32 p = 0; p < N_VIRT; ++p) {
-        v[p] = base[p * half];
+        v[p] = __ldcg(&base[p * half]);
     }
     double a0 = 0.0, a1 = 0.0;
 #pragma unroll
@@ -222,7 +225,7 @@ __device__ __forceinline__ void power_pair(const float4 *__restrict__ x, float2 
 #define POWER_ITEMS (N_LOOPS * N_SAMPLES / 2)
 
 extern "C" __global__ void __launch_bounds__(256)
-power_map(const float4 *__restrict__ x, float2 *__restrict__ pmap)
+power_map(const float4 *x, float2 *__restrict__ pmap)
 {
     pdl_wait();
     // cfar_peaks may be scheduled alongside: it waits for this grid.
@@ -260,15 +263,14 @@ __device__ __forceinline__ Candidate load_candidate(const Candidate *c)
 // Step 8's snapshot: z_p = X[d][p][r] times the TDM Doppler compensation
 // tdm[d][i] (the CPU's float32 phasor table), times (-1)^p so that the
 // angle FFT's output comes out fftshifted.
-__device__ __forceinline__ void load_snapshot(const float2 *__restrict__ x,
-                                              const float2 *__restrict__ tdm, u32 d, u32 r,
-                                              float2 z[N_VIRT])
+__device__ __forceinline__ void load_snapshot(const float2 *x, const float2 *__restrict__ tdm,
+                                              u32 d, u32 r, float2 z[N_VIRT])
 {
     float2 v[N_VIRT];
     float2 w[N_TX];
 #pragma unroll
     for (u32 p = 0; p < N_VIRT; ++p) {
-        v[p] = x[((size_t)d * N_VIRT + p) * N_SAMPLES + r];
+        v[p] = __ldcg(&x[((size_t)d * N_VIRT + p) * N_SAMPLES + r]);
     }
 #pragma unroll
     for (u32 i = 0; i < N_TX; ++i) {
@@ -323,7 +325,7 @@ __device__ __forceinline__ u32 rank_lo(const Candidate &k)
 // with its key and angle snapshot, into a row whose candidate is not kept.
 // Both sets have the same size. Output order is refine_output's business.
 __device__ void select_overflow_block(Candidate *cand, const u32 *state, u32 *keys,
-                                      float2 *angle, u32 *rows, const float2 *__restrict__ x,
+                                      float2 *angle, u32 *rows, const float2 *x,
                                       const float2 *__restrict__ tdm)
 {
     __shared__ u32 s_hist[256];
@@ -456,9 +458,11 @@ __device__ void select_overflow_block(Candidate *cand, const u32 *state, u32 *ke
 #define HALO_D (CFAR_TILE_D + 2 * WIN_D)
 #define HALO_R (CFAR_TILE_R + 2 * WIN_R)
 #define CFAR_THREADS (CFAR_TILE_D * CFAR_TILE_R)
+#define HALO_CELLS (HALO_D * HALO_R)
+#define HALO_PER_THREAD ((HALO_CELLS + CFAR_THREADS - 1) / CFAR_THREADS)
 
 extern "C" __global__ void __launch_bounds__(CFAR_THREADS)
-cfar_peaks(const float *__restrict__ pmap, const float2 *__restrict__ x,
+cfar_peaks(const float *pmap, const float2 *x,
            const double *__restrict__ alpha_by_range, const u32 *__restrict__ n_eff_by_range,
            const float2 *__restrict__ tdm, u32 *state, Candidate *cand, u32 *keys,
            float2 *angle, u32 *rows, u64 select_here)
@@ -483,16 +487,26 @@ cfar_peaks(const float *__restrict__ pmap, const float2 *__restrict__ x,
     pdl_wait();
     pdl_release_dependents();
 
-    // Fixed trip counts, unrolled: every thread's loads are in flight at once.
+    // All of a thread's halo loads first (unconditional, from a valid
+    // address), then the shared-memory stores: a load and its store in one
+    // branch would make the loads wait for each other.
+    float hv[HALO_PER_THREAD];
 #pragma unroll
-    for (int j = 0; j < (HALO_D * HALO_R + CFAR_THREADS - 1) / CFAR_THREADS; ++j) {
+    for (int j = 0; j < HALO_PER_THREAD; ++j) {
         const int i = tid + j * CFAR_THREADS;
-        if (i < HALO_D * HALO_R) {
-            const int hd = i / HALO_R;
-            const int hr = i % HALO_R;
-            const int dh = ((d0 - WIN_D + hd) % N_LOOPS + N_LOOPS) % N_LOOPS;
-            const int rh = r0 - WIN_R + hr;
-            sp[hd][hr] = (rh >= 0 && rh < N_SAMPLES) ? (double)pmap[dh * N_SAMPLES + rh] : 0.0;
+        const int hd = i / HALO_R;
+        const int rh = r0 - WIN_R + i % HALO_R;
+        // N_LOOPS is a power of two: & wraps negative rows too.
+        const int dh = (d0 - WIN_D + hd) & (N_LOOPS - 1);
+        const bool ok = i < HALO_CELLS && rh >= 0 && rh < N_SAMPLES;
+        hv[j] = __ldcg(&pmap[ok ? dh * N_SAMPLES + rh : 0]);
+    }
+#pragma unroll
+    for (int j = 0; j < HALO_PER_THREAD; ++j) {
+        const int i = tid + j * CFAR_THREADS;
+        const int rh = r0 - WIN_R + i % HALO_R;
+        if (i < HALO_CELLS) {
+            sp[i / HALO_R][i % HALO_R] = (rh >= 0 && rh < N_SAMPLES) ? (double)hv[j] : 0.0;
         }
     }
     __syncthreads();
@@ -597,7 +611,7 @@ cfar_peaks(const float *__restrict__ pmap, const float2 *__restrict__ x,
 // not asked to do it in its last block.
 extern "C" __global__ void __launch_bounds__(1024)
 select_overflow(Candidate *cand, const u32 *state, u32 *keys, float2 *angle, u32 *rows,
-                const float2 *__restrict__ x, const float2 *__restrict__ tdm)
+                const float2 *x, const float2 *__restrict__ tdm)
 {
     pdl_wait();
     select_overflow_block(cand, state, keys, angle, rows, x, tdm);
@@ -653,6 +667,7 @@ __device__ __forceinline__ float norm_sqr(float2 z)
 // straight to mapped host memory.
 #define REFINE_WARPS 8
 #define ANGLE_PER_LANE ((ANGLE_N + 31) / 32)
+#define KEYS_PER_THREAD ((MAX_DET + REFINE_WARPS * 32 - 1) / (REFINE_WARPS * 32))
 
 extern "C" __global__ void __launch_bounds__(REFINE_WARPS * 32)
 refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
@@ -665,8 +680,13 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
     const u32 lane = threadIdx.x & 31u;
     const u32 s = blockIdx.x * REFINE_WARPS + (threadIdx.x >> 5);
     const u32 total = __ldcg(&state[0]);
-    for (u32 i = threadIdx.x; i < MAX_DET; i += blockDim.x) {
-        s_keys[i] = __ldcg(&keys[i]);
+    // Every load before any use (a load and its store in one loop
+    // iteration would make the loads wait for each other).
+    u32 kv[KEYS_PER_THREAD];
+#pragma unroll
+    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
+        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
+        kv[j] = __ldcg(&keys[i < MAX_DET ? i : 0]);
     }
     const bool row = s < MAX_DET; // the same for the whole warp
     const float2 *a = angle + (size_t)(row ? s : 0) * ANGLE_N;
@@ -677,6 +697,13 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
         spec[j] = q < ANGLE_N ? __ldcg(&a[q]) : make_float2(0.0f, 0.0f);
     }
     const Candidate k = load_candidate(&cand[row ? s : 0]);
+#pragma unroll
+    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
+        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
+        if (i < MAX_DET) {
+            s_keys[i] = kv[j];
+        }
+    }
     __syncthreads();
 
     const u32 n = min(total, (u32)N_CELLS);
