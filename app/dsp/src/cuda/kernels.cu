@@ -14,7 +14,8 @@
 //          are the kept detections (over the cap after select_overflow).
 //   keys   u32[MAX_DET]: the output-order key of cand[i].
 //   angle  complex float [MAX_DET][ANGLE_N]: row i is the angle snapshot of
-//          cand[i], then (after the angle FFT) its spectrum.
+//          cand[i], zero-padded (the padding written once, at allocation).
+//   spectra complex float [MAX_DET][ANGLE_N]: the angle FFT of each row.
 //   rows   u32[MAX_DET]: scratch of select_overflow.
 //   out    mapped host memory: OutHeader then GpuDetection[MAX_DET].
 //
@@ -290,16 +291,13 @@ __device__ __forceinline__ void load_snapshot(const float2 *x, const float2 *__r
     }
 }
 
-// Angle row: the snapshot zero-padded to ANGLE_N (the FFT runs in place,
-// so the padding is written every frame).
+// Angle row: the snapshot; its zero padding to ANGLE_N was written once
+// (the angle FFT runs out of place and leaves its input as it was).
 __device__ __forceinline__ void write_angle_row(float2 *__restrict__ row, const float2 z[N_VIRT])
 {
 #pragma unroll
     for (u32 p = 0; p < N_VIRT; ++p) {
         row[p] = z[p];
-    }
-    for (u32 q = N_VIRT; q < ANGLE_N; ++q) {
-        row[q] = make_float2(0.0f, 0.0f);
     }
 }
 
@@ -659,7 +657,7 @@ __device__ __forceinline__ float norm_sqr(float2 z)
 
 // Steps 7 (output order), 8 (peak of the angle spectrum: the first
 // maximum, neighbours cyclic), 9 and 10, with the unit conversions of
-// refine.rs: one warp per kept detection s (cand[s], angle row s). Its
+// refine.rs: one warp per kept detection s (cand[s], spectra row s). Its
 // place in the output is the number of kept detections with a smaller
 // output key (keys are unique), so no sort is needed. Every load is issued
 // before the count of kept detections is known (all addresses are valid),
@@ -671,7 +669,7 @@ __device__ __forceinline__ float norm_sqr(float2 z)
 
 extern "C" __global__ void __launch_bounds__(REFINE_WARPS * 32)
 refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
-              const u32 *__restrict__ keys, const float2 *__restrict__ angle,
+              const u32 *__restrict__ keys, const float2 *__restrict__ spectra,
               OutHeader *out_header, GpuDetection *out_det, double range_bin_m,
               double velocity_bin_mps)
 {
@@ -689,7 +687,7 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
         kv[j] = __ldcg(&keys[i < MAX_DET ? i : 0]);
     }
     const bool row = s < MAX_DET; // the same for the whole warp
-    const float2 *a = angle + (size_t)(row ? s : 0) * ANGLE_N;
+    const float2 *a = spectra + (size_t)(row ? s : 0) * ANGLE_N;
     float2 spec[ANGLE_PER_LANE];
 #pragma unroll
     for (u32 j = 0; j < ANGLE_PER_LANE; ++j) {

@@ -8,6 +8,7 @@
 //! call; every failure after that is a [`DspError::Cuda`], never a panic.
 
 mod device;
+mod fft;
 mod mapped;
 mod pipeline;
 
@@ -393,7 +394,7 @@ mod tests {
         custom.chain.max_detections = 100;
         for (name, cfg) in [("default", ChainConfig::default()), ("custom", custom)] {
             for cc in [(8, 7), (9, 0)] {
-                let ptx = pipeline::compile_kernels(&cfg, cc)
+                let ptx = pipeline::compile_kernels(&cfg, cc, pipeline::CFAR_TILE)
                     .unwrap_or_else(|e| panic!("{name} sm_{}{}: {e}", cc.0, cc.1));
                 let text = ptx.to_src();
                 for k in [

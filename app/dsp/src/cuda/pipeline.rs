@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use cudarc::cufft::{CudaFft, sys as fft_sys};
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, sys,
 };
@@ -17,13 +16,14 @@ use crate::window::hann_periodic;
 
 use super::cuda_err;
 use super::device::DeviceBuffer;
+use super::fft::{FftPlan, Layout};
 use super::mapped::MappedHostBuffer;
 
 const KERNELS_CU: &str = include_str!("kernels.cu");
 
-/// CFAR tile per block (cells): Doppler x range.
-const CFAR_TILE_D: usize = 8;
-const CFAR_TILE_R: usize = 32;
+/// CFAR tile per block (cells, one thread each), Doppler x range, unless
+/// CudaOptions::cfar_tile says otherwise.
+pub(super) const CFAR_TILE: (usize, usize) = (8, 32);
 /// Static shared memory a block may use without opting in.
 const SHARED_LIMIT: usize = 48 * 1024;
 /// refine_output keeps the output keys of all kept detections in shared
@@ -55,6 +55,11 @@ pub struct CudaOptions {
     /// Range and Doppler FFTs out of place (x to a second buffer and back)
     /// instead of in place.
     pub fft_out_of_place: bool,
+    /// cuFFT's patient JIT planning for all three FFT plans.
+    pub fft_patient_jit: bool,
+    /// CFAR tile (Doppler rows, range bins), one thread a cell: at most
+    /// 1024 cells.
+    pub cfar_tile: (usize, usize),
 }
 
 impl Default for CudaOptions {
@@ -64,14 +69,16 @@ impl Default for CudaOptions {
             select_in_cfar: false,
             convert_pairs: true,
             fft_out_of_place: false,
+            fft_patient_jit: false,
+            cfar_tile: CFAR_TILE,
         }
     }
 }
 
 impl CudaOptions {
     /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
-    /// `select=cfar|kernel`, `convert=pairs|quads`, `fft=inplace|oop`), for
-    /// experiments.
+    /// `select=cfar|kernel`, `convert=pairs|quads`, `fft=inplace|oop`,
+    /// `plan=jit|default`, `cfar=DxR`), for experiments.
     pub fn parse(text: &str) -> Result<Self, DspError> {
         let mut o = CudaOptions::default();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -79,7 +86,7 @@ impl CudaOptions {
                 DspError::config(
                     "cuda options",
                     format!(
-                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel, convert=pairs|quads, fft=inplace|oop)"
+                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel, convert=pairs|quads, fft=inplace|oop, plan=jit|default, cfar=DxR)"
                     ),
                 )
             };
@@ -94,6 +101,17 @@ impl CudaOptions {
                 ("convert", "quads") => o.convert_pairs = false,
                 ("fft", "inplace") => o.fft_out_of_place = false,
                 ("fft", "oop") => o.fft_out_of_place = true,
+                ("plan", "jit") => o.fft_patient_jit = true,
+                ("plan", "default") => o.fft_patient_jit = false,
+                ("cfar", tile) => {
+                    let (d, r) = tile.split_once('x').ok_or_else(bad)?;
+                    let d: usize = d.parse().map_err(|_| bad())?;
+                    let r: usize = r.parse().map_err(|_| bad())?;
+                    if d == 0 || r == 0 || d * r > 1024 || (d * r) % 32 != 0 {
+                        return Err(bad());
+                    }
+                    o.cfar_tile = (d, r);
+                }
                 _ => return Err(bad()),
             }
         }
@@ -172,7 +190,12 @@ struct Buffers {
     state: DeviceBuffer,
     keys: DeviceBuffer,
     rows: DeviceBuffer,
+    /// Angle snapshots, zero-padded: the padding is written here once (the
+    /// angle FFT runs out of place, and cuFFT leaves the input of an
+    /// out-of-place C2C transform as it was).
     angle: DeviceBuffer,
+    /// The angle FFT's output.
+    spectra: DeviceBuffer,
     w_range: DeviceBuffer,
     w_doppler_convert: DeviceBuffer,
     w_doppler_clutter: DeviceBuffer,
@@ -182,9 +205,9 @@ struct Buffers {
 }
 
 struct Plans {
-    range: CudaFft,
-    doppler: CudaFft,
-    angle: CudaFft,
+    range: FftPlan,
+    doppler: FftPlan,
+    angle: FftPlan,
 }
 
 pub(super) struct Pipeline {
@@ -202,6 +225,7 @@ pub(super) struct Pipeline {
     /// Programmatic dependent launches in use (resolved CudaOptions::pdl).
     pdl: bool,
     convert_pairs: bool,
+    cfar_tile: (usize, usize),
 }
 
 /// The TDM compensation phasors `exp(-j 2 pi (d - N_l/2)/N_l * i/N_tx)`,
@@ -222,7 +246,7 @@ fn tdm_table(cfg: &ChainConfig) -> Vec<[f32; 2]> {
     t
 }
 
-fn nvrtc_source(cfg: &ChainConfig) -> String {
+fn nvrtc_source(cfg: &ChainConfig, cfar_tile: (usize, usize)) -> String {
     let g = &cfg.geometry;
     let c = &cfg.cfar;
     let defines = [
@@ -236,8 +260,8 @@ fn nvrtc_source(cfg: &ChainConfig) -> String {
         ("TRAIN_R", c.train_range),
         ("MAX_DET", cfg.chain.max_detections),
         ("ANGLE_N", cfg.chain.angle_fft_size),
-        ("CFAR_TILE_D", CFAR_TILE_D),
-        ("CFAR_TILE_R", CFAR_TILE_R),
+        ("CFAR_TILE_D", cfar_tile.0),
+        ("CFAR_TILE_R", cfar_tile.1),
     ];
     let mut src = String::new();
     for (k, v) in defines {
@@ -249,13 +273,17 @@ fn nvrtc_source(cfg: &ChainConfig) -> String {
 
 /// Compile kernels.cu for `cfg` and compute capability `cc` to PTX (NVRTC;
 /// needs libnvrtc but no GPU).
-pub(crate) fn compile_kernels(cfg: &ChainConfig, cc: (i32, i32)) -> Result<Ptx, DspError> {
+pub(crate) fn compile_kernels(
+    cfg: &ChainConfig,
+    cc: (i32, i32),
+    cfar_tile: (usize, usize),
+) -> Result<Ptx, DspError> {
     let arch = format!("--gpu-architecture=compute_{}{}", cc.0, cc.1);
     let opts = CompileOptions {
         options: vec![arch, "--std=c++17".to_string()],
         ..Default::default()
     };
-    compile_ptx_with_opts(nvrtc_source(cfg), opts).map_err(|e| match e {
+    compile_ptx_with_opts(nvrtc_source(cfg, cfar_tile), opts).map_err(|e| match e {
         CompileError::CompileError { log, .. } => {
             DspError::Cuda(format!("NVRTC compile: {}", log.to_string_lossy()))
         }
@@ -285,11 +313,12 @@ impl Pipeline {
                 format!("the cuda backend supports at most {MAX_DETECTIONS_LIMIT}"),
             ));
         }
-        let halo_d = CFAR_TILE_D + 2 * (c.guard_doppler + c.train_doppler);
-        let halo_r = CFAR_TILE_R + 2 * (c.guard_range + c.train_range);
+        let (tile_d, tile_r) = opts.cfar_tile;
+        let halo_d = tile_d + 2 * (c.guard_doppler + c.train_doppler);
+        let halo_r = tile_r + 2 * (c.guard_range + c.train_range);
         // cfar_peaks' tiles plus select_overflow's histogram (1 KiB, and a
         // little) when it runs in cfar_peaks' last block.
-        let cfar_shared = halo_d * halo_r * 8 + 2 * halo_d * CFAR_TILE_R * 8 + 1100;
+        let cfar_shared = halo_d * halo_r * 8 + 2 * halo_d * tile_r * 8 + 1100;
         if cfar_shared > SHARED_LIMIT {
             return Err(DspError::config(
                 "cfar",
@@ -305,7 +334,7 @@ impl Pipeline {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(cuda_err("create stream"))?;
 
-        let ptx = compile_kernels(cfg, cc)?;
+        let ptx = compile_kernels(cfg, cc, opts.cfar_tile)?;
         let module = ctx.load_module(ptx).map_err(cuda_err("load module"))?;
         let load = |name: &'static str| {
             module
@@ -372,6 +401,7 @@ impl Pipeline {
             keys: DeviceBuffer::zeroed(&ctx, max_det * 4)?,
             rows: DeviceBuffer::zeroed(&ctx, max_det * 4)?,
             angle: DeviceBuffer::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
+            spectra: DeviceBuffer::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
             w_range: DeviceBuffer::from_host(&ctx, &w_range)?,
             w_doppler_convert: DeviceBuffer::from_host(&ctx, w_conv)?,
             w_doppler_clutter: DeviceBuffer::from_host(&ctx, w_clut)?,
@@ -388,53 +418,46 @@ impl Pipeline {
             i32::try_from(v).map_err(|_| DspError::Cuda(format!("{what} {v} does not fit cuFFT")))
         };
         let cols = to_i32(g.n_virtual() * g.n_samples, "Doppler batch")?;
-        let c2c = fft_sys::cufftType::CUFFT_C2C;
         let n_s = to_i32(g.n_samples, "range FFT size")?;
         let n_l = to_i32(g.n_loops, "Doppler FFT size")?;
         let n_a = to_i32(cfg.chain.angle_fft_size, "angle FFT size")?;
-        let range_batch = to_i32(g.n_chirps() * g.n_rx, "range batch")?;
+        let jit = opts.fft_patient_jit;
         let plans = Plans {
-            range: CudaFft::plan_many(
-                &[n_s],
-                None,
-                1,
-                n_s,
-                None,
-                1,
-                n_s,
-                c2c,
-                range_batch,
-                stream.clone(),
-            )
-            .map_err(cuda_err("cuFFT plan (range)"))?,
+            range: FftPlan::new(
+                &stream,
+                Layout {
+                    n: n_s,
+                    stride: 1,
+                    dist: n_s,
+                    batch: to_i32(g.n_chirps() * g.n_rx, "range batch")?,
+                },
+                jit,
+                "cuFFT plan (range)",
+            )?,
             // Over l with stride n_virtual * n_samples; one transform per
             // (virtual channel, range bin), adjacent in memory.
-            doppler: CudaFft::plan_many(
-                &[n_l],
-                Some(&[n_l]),
-                cols,
-                1,
-                Some(&[n_l]),
-                cols,
-                1,
-                c2c,
-                cols,
-                stream.clone(),
-            )
-            .map_err(cuda_err("cuFFT plan (Doppler)"))?,
-            angle: CudaFft::plan_many(
-                &[n_a],
-                None,
-                1,
-                n_a,
-                None,
-                1,
-                n_a,
-                c2c,
-                to_i32(max_det, "angle batch")?,
-                stream.clone(),
-            )
-            .map_err(cuda_err("cuFFT plan (angle)"))?,
+            doppler: FftPlan::new(
+                &stream,
+                Layout {
+                    n: n_l,
+                    stride: cols,
+                    dist: 1,
+                    batch: cols,
+                },
+                jit,
+                "cuFFT plan (Doppler)",
+            )?,
+            angle: FftPlan::new(
+                &stream,
+                Layout {
+                    n: n_a,
+                    stride: 1,
+                    dist: n_a,
+                    batch: to_i32(max_det, "angle batch")?,
+                },
+                jit,
+                "cuFFT plan (angle)",
+            )?,
         };
         ctx.synchronize().map_err(cuda_err("synchronize"))?;
         Ok(Pipeline {
@@ -450,6 +473,7 @@ impl Pipeline {
             max_det,
             pdl,
             convert_pairs: opts.convert_pairs,
+            cfar_tile: opts.cfar_tile,
         })
     }
 
@@ -552,7 +576,8 @@ impl Pipeline {
             Ok(())
         };
         let (x, pmap, cand, state) = (b.x.ptr(), b.pmap.ptr(), b.cand.ptr(), b.state.ptr());
-        let (keys, rows, angle) = (b.keys.ptr(), b.rows.ptr(), b.angle.ptr());
+        let (keys, rows, angle, spectra) =
+            (b.keys.ptr(), b.rows.ptr(), b.angle.ptr(), b.spectra.ptr());
         let (w_range, w_dc, w_dl) = (
             b.w_range.ptr(),
             b.w_doppler_convert.ptr(),
@@ -620,10 +645,10 @@ impl Pipeline {
             "launch cfar_peaks",
             &self.kernels.cfar,
             (
-                blocks(g.n_samples, CFAR_TILE_R),
-                blocks(g.n_loops, CFAR_TILE_D),
+                blocks(g.n_samples, self.cfar_tile.1),
+                blocks(g.n_loops, self.cfar_tile.0),
             ),
-            (CFAR_TILE_D * CFAR_TILE_R) as u32,
+            (self.cfar_tile.0 * self.cfar_tile.1) as u32,
             &[
                 pmap,
                 x,
@@ -653,7 +678,7 @@ impl Pipeline {
         }
 
         mark()?;
-        self.fft(&self.plans.angle, angle, angle)?;
+        self.fft(&self.plans.angle, angle, spectra)?;
 
         mark()?;
         self.launch(
@@ -665,7 +690,7 @@ impl Pipeline {
                 state,
                 cand,
                 keys,
-                angle,
+                spectra,
                 out_hdr,
                 out_det,
                 self.range_bin_m.to_bits(),
@@ -727,18 +752,11 @@ impl Pipeline {
             .unwrap_or(false)
     }
 
-    fn fft(&self, plan: &CudaFft, input: u64, output: u64) -> Result<(), DspError> {
+    fn fft(&self, plan: &FftPlan, input: u64, output: u64) -> Result<(), DspError> {
         // SAFETY: `input` and `output` are buffers of the size the plan was
-        // made for (the same one, or two that do not overlap).
-        unsafe {
-            cudarc::cufft::result::exec_c2c(
-                plan.handle(),
-                input as *mut fft_sys::cufftComplex,
-                output as *mut fft_sys::cufftComplex,
-                -1,
-            )
-        }
-        .map_err(cuda_err("cufftExecC2C"))
+        // made for (the same one, or two that do not overlap), owned by
+        // this pipeline and alive while its work runs.
+        unsafe { plan.forward(input, output) }
     }
 
     /// Capture the chain reading `input` as a graph and upload it.
