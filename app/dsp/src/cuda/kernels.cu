@@ -125,8 +125,8 @@ convert_window(const uint4 *__restrict__ frame, float4 *__restrict__ x,
 
 // The same conversion with every store instruction of a warp contiguous
 // (512 bytes): a thread converts a pair of samples (8-byte load, 16-byte
-// store) CONVERT_UNROLL times, all loads issued before the first store.
-#define CONVERT_UNROLL 4
+// store) CONVERT_UNROLL times (a #define from the host), all loads issued
+// before the first store.
 #define CONVERT_PAIRS (N_CHIRPS * N_RX * N_SAMPLES / 2)
 
 extern "C" __global__ void __launch_bounds__(256)

@@ -23,7 +23,7 @@ const KERNELS_CU: &str = include_str!("kernels.cu");
 
 /// CFAR tile per block (cells, one thread each), Doppler x range, unless
 /// CudaOptions::cfar_tile says otherwise.
-pub(super) const CFAR_TILE: (usize, usize) = (8, 32);
+pub(super) const CFAR_TILE: (usize, usize) = (16, 32);
 /// Static shared memory a block may use without opting in.
 const SHARED_LIMIT: usize = 48 * 1024;
 /// refine_output keeps the output keys of all kept detections in shared
@@ -31,8 +31,9 @@ const SHARED_LIMIT: usize = 48 * 1024;
 pub const MAX_DETECTIONS_LIMIT: usize = 4096;
 /// Warps per block of refine_output (REFINE_WARPS in kernels.cu).
 const REFINE_WARPS: usize = 8;
-/// Pairs of samples per thread of convert_window_pairs (CONVERT_UNROLL).
-const CONVERT_UNROLL: usize = 4;
+/// Pairs of samples per thread of convert_window_pairs (CONVERT_UNROLL),
+/// unless CudaOptions::convert_unroll says otherwise.
+pub(super) const CONVERT_UNROLL: usize = 4;
 /// The most kernel arguments of any kernel in kernels.cu.
 const MAX_KERNEL_ARGS: usize = 12;
 
@@ -60,6 +61,8 @@ pub struct CudaOptions {
     /// CFAR tile (Doppler rows, range bins), one thread a cell: at most
     /// 1024 cells.
     pub cfar_tile: (usize, usize),
+    /// Pairs of samples each thread of convert_window_pairs converts.
+    pub convert_unroll: usize,
 }
 
 impl Default for CudaOptions {
@@ -71,6 +74,7 @@ impl Default for CudaOptions {
             fft_out_of_place: false,
             fft_patient_jit: false,
             cfar_tile: CFAR_TILE,
+            convert_unroll: CONVERT_UNROLL,
         }
     }
 }
@@ -78,7 +82,7 @@ impl Default for CudaOptions {
 impl CudaOptions {
     /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
     /// `select=cfar|kernel`, `convert=pairs|quads`, `fft=inplace|oop`,
-    /// `plan=jit|default`, `cfar=DxR`), for experiments.
+    /// `plan=jit|default`, `cfar=DxR`, `unroll=N`), for experiments.
     pub fn parse(text: &str) -> Result<Self, DspError> {
         let mut o = CudaOptions::default();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -86,7 +90,7 @@ impl CudaOptions {
                 DspError::config(
                     "cuda options",
                     format!(
-                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel, convert=pairs|quads, fft=inplace|oop, plan=jit|default, cfar=DxR)"
+                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel, convert=pairs|quads, fft=inplace|oop, plan=jit|default, cfar=DxR, unroll=1|2|4|8)"
                     ),
                 )
             };
@@ -111,6 +115,12 @@ impl CudaOptions {
                         return Err(bad());
                     }
                     o.cfar_tile = (d, r);
+                }
+                ("unroll", n) => {
+                    o.convert_unroll = match n.parse() {
+                        Ok(u @ (1 | 2 | 4 | 8)) => u,
+                        _ => return Err(bad()),
+                    };
                 }
                 _ => return Err(bad()),
             }
@@ -226,6 +236,7 @@ pub(super) struct Pipeline {
     pdl: bool,
     convert_pairs: bool,
     cfar_tile: (usize, usize),
+    convert_unroll: usize,
 }
 
 /// The TDM compensation phasors `exp(-j 2 pi (d - N_l/2)/N_l * i/N_tx)`,
@@ -246,7 +257,7 @@ fn tdm_table(cfg: &ChainConfig) -> Vec<[f32; 2]> {
     t
 }
 
-fn nvrtc_source(cfg: &ChainConfig, cfar_tile: (usize, usize)) -> String {
+fn nvrtc_source(cfg: &ChainConfig, cfar_tile: (usize, usize), convert_unroll: usize) -> String {
     let g = &cfg.geometry;
     let c = &cfg.cfar;
     let defines = [
@@ -262,6 +273,7 @@ fn nvrtc_source(cfg: &ChainConfig, cfar_tile: (usize, usize)) -> String {
         ("ANGLE_N", cfg.chain.angle_fft_size),
         ("CFAR_TILE_D", cfar_tile.0),
         ("CFAR_TILE_R", cfar_tile.1),
+        ("CONVERT_UNROLL", convert_unroll),
     ];
     let mut src = String::new();
     for (k, v) in defines {
@@ -277,13 +289,14 @@ pub(crate) fn compile_kernels(
     cfg: &ChainConfig,
     cc: (i32, i32),
     cfar_tile: (usize, usize),
+    convert_unroll: usize,
 ) -> Result<Ptx, DspError> {
     let arch = format!("--gpu-architecture=compute_{}{}", cc.0, cc.1);
     let opts = CompileOptions {
         options: vec![arch, "--std=c++17".to_string()],
         ..Default::default()
     };
-    compile_ptx_with_opts(nvrtc_source(cfg, cfar_tile), opts).map_err(|e| match e {
+    compile_ptx_with_opts(nvrtc_source(cfg, cfar_tile, convert_unroll), opts).map_err(|e| match e {
         CompileError::CompileError { log, .. } => {
             DspError::Cuda(format!("NVRTC compile: {}", log.to_string_lossy()))
         }
@@ -334,7 +347,7 @@ impl Pipeline {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(cuda_err("create stream"))?;
 
-        let ptx = compile_kernels(cfg, cc, opts.cfar_tile)?;
+        let ptx = compile_kernels(cfg, cc, opts.cfar_tile, opts.convert_unroll)?;
         let module = ctx.load_module(ptx).map_err(cuda_err("load module"))?;
         let load = |name: &'static str| {
             module
@@ -474,6 +487,7 @@ impl Pipeline {
             pdl,
             convert_pairs: opts.convert_pairs,
             cfar_tile: opts.cfar_tile,
+            convert_unroll: opts.convert_unroll,
         })
     }
 
@@ -596,7 +610,7 @@ impl Pipeline {
         mark()?;
         let samples = g.n_chirps() * g.n_rx * g.n_samples;
         let convert_grid = if self.convert_pairs {
-            blocks(samples / 2, 256 * CONVERT_UNROLL)
+            blocks(samples / 2, 256 * self.convert_unroll)
         } else {
             blocks(samples / 4, 256)
         };
