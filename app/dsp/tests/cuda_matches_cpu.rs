@@ -336,8 +336,8 @@ fn the_cap_keeps_what_the_cpu_keeps() {
 /// Every launch choice gives the CPU's results: programmatic dependent
 /// launch off (what Orin's sm_87 runs), the selection over the cap in the
 /// CFAR kernel's last block, the other convert kernel, out-of-place FFTs,
-/// another CFAR tile and convert unrolling; random scenes and scenes over
-/// the cap for each.
+/// another CFAR tile and convert unrolling, power sums split over lanes;
+/// random scenes and scenes over the cap for each.
 #[test]
 fn launch_options_match_the_cpu_reference() {
     if !cuda_or_skip("launch_options_match_the_cpu_reference") {
@@ -350,6 +350,8 @@ fn launch_options_match_the_cpu_reference() {
         "convert=quads",
         "fft=oop",
         "cfar=8x32,unroll=8",
+        "split=4",
+        "split=16",
     ] {
         let opts = CudaOptions::parse(text).expect("options");
         let mut worst = Worst::default();

@@ -200,30 +200,15 @@ clutter_doppler_window(float2 *__restrict__ x, const float *__restrict__ w_doppl
 // Step 4: P[d][r] = sum over p of |X[d][p][r]|^2, accumulated in double and
 // rounded once to float, as the CPU reference does (the products of float
 // components are exact in double, so only the summation order differs).
-// Work item t sums two range bins (one 16-byte load per channel). X comes
-// from the kernel ahead of this one, which may still be running when this
-// one starts (PDL): L2 loads, not the read-only data path.
-__device__ __forceinline__ void power_pair(const float4 *x, float2 *pmap, u32 t)
-{
-    const u32 half = N_SAMPLES / 2;
-    const u32 d = t / half;
-    const u32 rp = t % half;
-    const float4 *base = x + (size_t)d * N_VIRT * half + rp;
-    float4 v[N_VIRT];
-#pragma unroll
-    for (u32 p = 0; p < N_VIRT; ++p) {
-        v[p] = __ldcg(&base[p * half]);
-    }
-    double a0 = 0.0, a1 = 0.0;
-#pragma unroll
-    for (u32 p = 0; p < N_VIRT; ++p) {
-        a0 += (double)v[p].x * (double)v[p].x + (double)v[p].y * (double)v[p].y;
-        a1 += (double)v[p].z * (double)v[p].z + (double)v[p].w * (double)v[p].w;
-    }
-    pmap[t] = make_float2((float)a0, (float)a1);
-}
-
+// Work item i sums two range bins (one 16-byte load per channel), split
+// over POWER_SPLIT consecutive lanes (a power of two, a #define from the
+// host): lane q of the group takes channels q, q + POWER_SPLIT, ..., and
+// the partial sums meet by shuffles. More lanes per item, more loads in
+// flight per SM. X comes from the kernel ahead of this one, which may still
+// be running when this one starts (PDL): L2 loads, not the read-only data
+// path.
 #define POWER_ITEMS (N_LOOPS * N_SAMPLES / 2)
+#define POWER_PER_LANE ((N_VIRT + POWER_SPLIT - 1) / POWER_SPLIT)
 
 extern "C" __global__ void __launch_bounds__(256)
 power_map(const float4 *x, float2 *__restrict__ pmap)
@@ -232,8 +217,32 @@ power_map(const float4 *x, float2 *__restrict__ pmap)
     // cfar_peaks may be scheduled alongside: it waits for this grid.
     pdl_release_dependents();
     const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < POWER_ITEMS) {
-        power_pair(x, pmap, t);
+    const u32 item = t / POWER_SPLIT;
+    const u32 q = t % POWER_SPLIT;
+    const u32 half = N_SAMPLES / 2;
+    // Every lane of a group stays for the shuffles; items past the end
+    // read item 0 and write nothing.
+    const u32 it = item < POWER_ITEMS ? item : 0;
+    const float4 *base = x + (size_t)(it / half) * N_VIRT * half + it % half;
+    float4 v[POWER_PER_LANE];
+#pragma unroll
+    for (u32 j = 0; j < POWER_PER_LANE; ++j) {
+        const u32 p = q + j * POWER_SPLIT;
+        v[j] = p < N_VIRT ? __ldcg(&base[p * half]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    double a0 = 0.0, a1 = 0.0;
+#pragma unroll
+    for (u32 j = 0; j < POWER_PER_LANE; ++j) {
+        a0 += (double)v[j].x * (double)v[j].x + (double)v[j].y * (double)v[j].y;
+        a1 += (double)v[j].z * (double)v[j].z + (double)v[j].w * (double)v[j].w;
+    }
+#pragma unroll
+    for (u32 m = 1; m < POWER_SPLIT; m <<= 1) {
+        a0 += __shfl_xor_sync(0xffffffffu, a0, m);
+        a1 += __shfl_xor_sync(0xffffffffu, a1, m);
+    }
+    if (q == 0 && item < POWER_ITEMS) {
+        pmap[item] = make_float2((float)a0, (float)a1);
     }
 }
 

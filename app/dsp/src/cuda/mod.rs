@@ -394,13 +394,8 @@ mod tests {
         custom.chain.max_detections = 100;
         for (name, cfg) in [("default", ChainConfig::default()), ("custom", custom)] {
             for cc in [(8, 7), (9, 0)] {
-                let ptx = pipeline::compile_kernels(
-                    &cfg,
-                    cc,
-                    pipeline::CFAR_TILE,
-                    pipeline::CONVERT_UNROLL,
-                )
-                .unwrap_or_else(|e| panic!("{name} sm_{}{}: {e}", cc.0, cc.1));
+                let ptx = pipeline::compile_kernels(&cfg, cc, pipeline::KernelShape::DEFAULT)
+                    .unwrap_or_else(|e| panic!("{name} sm_{}{}: {e}", cc.0, cc.1));
                 let text = ptx.to_src();
                 for k in [
                     "convert_window",

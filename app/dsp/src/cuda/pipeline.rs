@@ -23,7 +23,7 @@ const KERNELS_CU: &str = include_str!("kernels.cu");
 
 /// CFAR tile per block (cells, one thread each), Doppler x range, unless
 /// CudaOptions::cfar_tile says otherwise.
-pub(super) const CFAR_TILE: (usize, usize) = (16, 32);
+const CFAR_TILE: (usize, usize) = (16, 32);
 /// Static shared memory a block may use without opting in.
 const SHARED_LIMIT: usize = 48 * 1024;
 /// refine_output keeps the output keys of all kept detections in shared
@@ -33,7 +33,10 @@ pub const MAX_DETECTIONS_LIMIT: usize = 4096;
 const REFINE_WARPS: usize = 8;
 /// Pairs of samples per thread of convert_window_pairs (CONVERT_UNROLL),
 /// unless CudaOptions::convert_unroll says otherwise.
-pub(super) const CONVERT_UNROLL: usize = 4;
+const CONVERT_UNROLL: usize = 4;
+/// Lanes that share one power_map item (POWER_SPLIT), unless
+/// CudaOptions::power_split says otherwise.
+const POWER_SPLIT: usize = 1;
 /// The most kernel arguments of any kernel in kernels.cu.
 const MAX_KERNEL_ARGS: usize = 12;
 
@@ -63,6 +66,8 @@ pub struct CudaOptions {
     pub cfar_tile: (usize, usize),
     /// Pairs of samples each thread of convert_window_pairs converts.
     pub convert_unroll: usize,
+    /// Lanes summing the channels of one pair of power-map cells.
+    pub power_split: usize,
 }
 
 impl Default for CudaOptions {
@@ -73,8 +78,9 @@ impl Default for CudaOptions {
             convert_pairs: true,
             fft_out_of_place: false,
             fft_patient_jit: false,
-            cfar_tile: CFAR_TILE,
-            convert_unroll: CONVERT_UNROLL,
+            cfar_tile: KernelShape::DEFAULT.cfar_tile,
+            convert_unroll: KernelShape::DEFAULT.convert_unroll,
+            power_split: KernelShape::DEFAULT.power_split,
         }
     }
 }
@@ -82,7 +88,8 @@ impl Default for CudaOptions {
 impl CudaOptions {
     /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
     /// `select=cfar|kernel`, `convert=pairs|quads`, `fft=inplace|oop`,
-    /// `plan=jit|default`, `cfar=DxR`, `unroll=N`), for experiments.
+    /// `plan=jit|default`, `cfar=DxR`, `unroll=N`, `split=N`), for
+    /// experiments.
     pub fn parse(text: &str) -> Result<Self, DspError> {
         let mut o = CudaOptions::default();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -90,7 +97,7 @@ impl CudaOptions {
                 DspError::config(
                     "cuda options",
                     format!(
-                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel, convert=pairs|quads, fft=inplace|oop, plan=jit|default, cfar=DxR, unroll=1|2|4|8)"
+                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel, convert=pairs|quads, fft=inplace|oop, plan=jit|default, cfar=DxR, unroll=1|2|4|8, split=1|2|4|8|16)"
                     ),
                 )
             };
@@ -115,6 +122,12 @@ impl CudaOptions {
                         return Err(bad());
                     }
                     o.cfar_tile = (d, r);
+                }
+                ("split", n) => {
+                    o.power_split = match n.parse() {
+                        Ok(u @ (1 | 2 | 4 | 8 | 16)) => u,
+                        _ => return Err(bad()),
+                    };
                 }
                 ("unroll", n) => {
                     o.convert_unroll = match n.parse() {
@@ -237,6 +250,7 @@ pub(super) struct Pipeline {
     convert_pairs: bool,
     cfar_tile: (usize, usize),
     convert_unroll: usize,
+    power_split: usize,
 }
 
 /// The TDM compensation phasors `exp(-j 2 pi (d - N_l/2)/N_l * i/N_tx)`,
@@ -257,7 +271,23 @@ fn tdm_table(cfg: &ChainConfig) -> Vec<[f32; 2]> {
     t
 }
 
-fn nvrtc_source(cfg: &ChainConfig, cfar_tile: (usize, usize), convert_unroll: usize) -> String {
+/// Launch-shape choices baked into the kernels as #defines.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KernelShape {
+    pub cfar_tile: (usize, usize),
+    pub convert_unroll: usize,
+    pub power_split: usize,
+}
+
+impl KernelShape {
+    pub const DEFAULT: KernelShape = KernelShape {
+        cfar_tile: CFAR_TILE,
+        convert_unroll: CONVERT_UNROLL,
+        power_split: POWER_SPLIT,
+    };
+}
+
+fn nvrtc_source(cfg: &ChainConfig, shape: KernelShape) -> String {
     let g = &cfg.geometry;
     let c = &cfg.cfar;
     let defines = [
@@ -271,9 +301,10 @@ fn nvrtc_source(cfg: &ChainConfig, cfar_tile: (usize, usize), convert_unroll: us
         ("TRAIN_R", c.train_range),
         ("MAX_DET", cfg.chain.max_detections),
         ("ANGLE_N", cfg.chain.angle_fft_size),
-        ("CFAR_TILE_D", cfar_tile.0),
-        ("CFAR_TILE_R", cfar_tile.1),
-        ("CONVERT_UNROLL", convert_unroll),
+        ("CFAR_TILE_D", shape.cfar_tile.0),
+        ("CFAR_TILE_R", shape.cfar_tile.1),
+        ("CONVERT_UNROLL", shape.convert_unroll),
+        ("POWER_SPLIT", shape.power_split),
     ];
     let mut src = String::new();
     for (k, v) in defines {
@@ -288,15 +319,14 @@ fn nvrtc_source(cfg: &ChainConfig, cfar_tile: (usize, usize), convert_unroll: us
 pub(crate) fn compile_kernels(
     cfg: &ChainConfig,
     cc: (i32, i32),
-    cfar_tile: (usize, usize),
-    convert_unroll: usize,
+    shape: KernelShape,
 ) -> Result<Ptx, DspError> {
     let arch = format!("--gpu-architecture=compute_{}{}", cc.0, cc.1);
     let opts = CompileOptions {
         options: vec![arch, "--std=c++17".to_string()],
         ..Default::default()
     };
-    compile_ptx_with_opts(nvrtc_source(cfg, cfar_tile, convert_unroll), opts).map_err(|e| match e {
+    compile_ptx_with_opts(nvrtc_source(cfg, shape), opts).map_err(|e| match e {
         CompileError::CompileError { log, .. } => {
             DspError::Cuda(format!("NVRTC compile: {}", log.to_string_lossy()))
         }
@@ -347,7 +377,15 @@ impl Pipeline {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(cuda_err("create stream"))?;
 
-        let ptx = compile_kernels(cfg, cc, opts.cfar_tile, opts.convert_unroll)?;
+        let ptx = compile_kernels(
+            cfg,
+            cc,
+            KernelShape {
+                cfar_tile: opts.cfar_tile,
+                convert_unroll: opts.convert_unroll,
+                power_split: opts.power_split,
+            },
+        )?;
         let module = ctx.load_module(ptx).map_err(cuda_err("load module"))?;
         let load = |name: &'static str| {
             module
@@ -488,6 +526,7 @@ impl Pipeline {
             convert_pairs: opts.convert_pairs,
             cfar_tile: opts.cfar_tile,
             convert_unroll: opts.convert_unroll,
+            power_split: opts.power_split,
         })
     }
 
@@ -644,7 +683,7 @@ impl Pipeline {
         self.fft(&self.plans.doppler, y, x)?;
 
         mark()?;
-        let pairs = g.n_loops * g.n_samples / 2;
+        let pairs = g.n_loops * g.n_samples / 2 * self.power_split;
         self.launch(
             "launch power_map",
             &self.kernels.power,
