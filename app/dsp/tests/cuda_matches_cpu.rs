@@ -335,7 +335,7 @@ fn the_cap_keeps_what_the_cpu_keeps() {
 
 /// Every launch choice gives the CPU's results: programmatic dependent
 /// launch off (what Orin's sm_87 runs), the selection over the cap in the
-/// CFAR kernel's last block, the other convert kernel, out-of-place FFTs,
+/// CFAR kernel's last block or in a second graph launched by the host, the other convert kernel, out-of-place FFTs,
 /// another CFAR tile and convert unrolling, power sums split over lanes;
 /// random scenes and scenes over the cap for each.
 #[test]
@@ -347,6 +347,8 @@ fn launch_options_match_the_cpu_reference() {
         "pdl=off",
         "select=cfar",
         "pdl=off,select=cfar",
+        "select=host",
+        "pdl=off,select=host",
         "convert=quads",
         "fft=oop",
         "cfar=8x32,unroll=8",

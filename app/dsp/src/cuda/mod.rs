@@ -14,7 +14,7 @@ mod pipeline;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, sys};
+use cudarc::driver::{CudaContext, CudaGraph, sys};
 
 use crate::backend::{Backend, FrameInput, SlotAddr};
 use crate::config::ChainConfig;
@@ -22,7 +22,7 @@ use crate::detection::Detections;
 use crate::error::DspError;
 
 pub use mapped::MappedHostBuffer;
-pub use pipeline::{CudaOptions, StageTiming};
+pub use pipeline::{CudaOptions, SelectAt, StageTiming};
 
 use pipeline::{Pipeline, SlotGraph};
 
@@ -107,6 +107,9 @@ pub struct CudaBackend {
     slots: Vec<SlotGraph>,
     /// Frames copied into device memory once (benchmarks).
     resident: Vec<SlotGraph>,
+    /// The tail again for frames over the detection cap
+    /// (SelectAt::HostFallback), launched by `wait`.
+    overflow: Option<CudaGraph>,
     pipeline: Pipeline,
     info: DeviceInfo,
     frame_bytes: usize,
@@ -151,7 +154,9 @@ impl CudaBackend {
         let pipeline = Pipeline::new(cfg, ctx, info.compute_capability, opts)?;
         let frame_bytes = cfg.geometry.frame_bytes();
         let staging = pipeline.mapped_slot(frame_bytes)?;
+        let overflow = pipeline.overflow_graph()?;
         let backend = CudaBackend {
+            overflow,
             info,
             pipeline,
             staging,
@@ -164,7 +169,7 @@ impl CudaBackend {
             .graph
             .launch()
             .map_err(cuda_err("graph launch"))?;
-        backend.pipeline.synchronize()?;
+        backend.wait()?;
         Ok(backend)
     }
 
@@ -272,9 +277,19 @@ impl CudaBackend {
         self.pipeline.copy_bandwidth_gbps(bytes, reps)
     }
 
-    /// Wait until the launched frame's detections are in host memory.
+    /// Wait until the launched frame's detections are in host memory. A
+    /// frame over the detection cap gets its tail again here with the kept
+    /// detections when the selection is SelectAt::HostFallback.
     pub fn wait(&self) -> Result<(), DspError> {
-        self.pipeline.synchronize()
+        self.pipeline.synchronize()?;
+        if let Some(g) = &self.overflow
+            && self.pipeline.over_cap()
+        {
+            g.launch()
+                .map_err(cuda_err("graph launch (over the cap)"))?;
+            self.pipeline.synchronize()?;
+        }
+        Ok(())
     }
 
     /// Copy the last frame's detections (already in mapped host memory).
@@ -359,7 +374,7 @@ impl Backend for CudaBackend {
             }
         };
         graph.launch().map_err(cuda_err("graph launch"))?;
-        self.pipeline.synchronize()?;
+        self.wait()?;
         self.pipeline.read_detections(out);
         Ok(())
     }

@@ -40,6 +40,21 @@ const POWER_SPLIT: usize = 1;
 /// The most kernel arguments of any kernel in kernels.cu.
 const MAX_KERNEL_ARGS: usize = 12;
 
+/// Where step 7 over the detection cap (select_overflow_block) runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelectAt {
+    /// In the last block of cfar_peaks to finish (a completion count in
+    /// every block).
+    CfarLastBlock,
+    /// In a select_overflow kernel between cfar_peaks and the angle FFT,
+    /// every frame (it returns at once under the cap).
+    Kernel,
+    /// Not in the frame's graph: when the frame's header says it went over
+    /// the cap, `wait` launches a second graph (select_overflow, angle FFT,
+    /// refine_output) that redoes the tail with the kept detections.
+    HostFallback,
+}
+
 /// Choices in how the chain is launched; the defaults are the fastest
 /// measured on the H100 (docs/performance.md). The results do not depend on
 /// them.
@@ -49,9 +64,8 @@ pub struct CudaOptions {
     /// programmatic dependents (PDL) of the kernel before them. `None`: on
     /// devices of compute capability 9.0 and later (PDL needs sm_90).
     pub pdl: Option<bool>,
-    /// Over the detection cap, select in the last block of cfar_peaks
-    /// (true) or in a separate select_overflow kernel (false).
-    pub select_in_cfar: bool,
+    /// Where the selection over the detection cap runs.
+    pub select: SelectAt,
     /// convert_window_pairs (8-byte loads, contiguous 16-byte stores, four
     /// pairs a thread) instead of convert_window (one 16-byte load, two
     /// 16-byte stores a thread).
@@ -74,7 +88,7 @@ impl Default for CudaOptions {
     fn default() -> Self {
         CudaOptions {
             pdl: None,
-            select_in_cfar: false,
+            select: SelectAt::Kernel,
             convert_pairs: true,
             fft_out_of_place: false,
             fft_patient_jit: false,
@@ -87,7 +101,7 @@ impl Default for CudaOptions {
 
 impl CudaOptions {
     /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
-    /// `select=cfar|kernel`, `convert=pairs|quads`, `fft=inplace|oop`,
+    /// `select=cfar|kernel|host`, `convert=pairs|quads`, `fft=inplace|oop`,
     /// `plan=jit|default`, `cfar=DxR`, `unroll=N`, `split=N`), for
     /// experiments.
     pub fn parse(text: &str) -> Result<Self, DspError> {
@@ -97,7 +111,7 @@ impl CudaOptions {
                 DspError::config(
                     "cuda options",
                     format!(
-                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel, convert=pairs|quads, fft=inplace|oop, plan=jit|default, cfar=DxR, unroll=1|2|4|8, split=1|2|4|8|16)"
+                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel|host, convert=pairs|quads, fft=inplace|oop, plan=jit|default, cfar=DxR, unroll=1|2|4|8, split=1|2|4|8|16)"
                     ),
                 )
             };
@@ -106,8 +120,9 @@ impl CudaOptions {
                 ("pdl", "on") => o.pdl = Some(true),
                 ("pdl", "off") => o.pdl = Some(false),
                 ("pdl", "auto") => o.pdl = None,
-                ("select", "cfar") => o.select_in_cfar = true,
-                ("select", "kernel") => o.select_in_cfar = false,
+                ("select", "cfar") => o.select = SelectAt::CfarLastBlock,
+                ("select", "kernel") => o.select = SelectAt::Kernel,
+                ("select", "host") => o.select = SelectAt::HostFallback,
                 ("convert", "pairs") => o.convert_pairs = true,
                 ("convert", "quads") => o.convert_pairs = false,
                 ("fft", "inplace") => o.fft_out_of_place = false,
@@ -196,8 +211,7 @@ struct Kernels {
     clutter: Option<CudaFunction>,
     power: CudaFunction,
     cfar: CudaFunction,
-    /// select_overflow, when the selection over the cap is not in cfar_peaks.
-    select: Option<CudaFunction>,
+    select: CudaFunction,
     refine: CudaFunction,
     gate: CudaFunction,
     empty: CudaFunction,
@@ -247,6 +261,7 @@ pub(super) struct Pipeline {
     velocity_bin_mps: f64,
     /// Programmatic dependent launches in use (resolved CudaOptions::pdl).
     pdl: bool,
+    select_at: SelectAt,
     convert_pairs: bool,
     cfar_tile: (usize, usize),
     convert_unroll: usize,
@@ -412,11 +427,7 @@ impl Pipeline {
             },
             power: load("power_map")?,
             cfar: load("cfar_peaks")?,
-            select: if opts.select_in_cfar {
-                None
-            } else {
-                Some(load("select_overflow")?)
-            },
+            select: load("select_overflow")?,
             refine: load("refine_output")?,
             gate: load("gate_wait")?,
             empty: load("empty_kernel")?,
@@ -524,6 +535,7 @@ impl Pipeline {
             max_det,
             pdl,
             convert_pairs: opts.convert_pairs,
+            select_at: opts.select,
             cfar_tile: opts.cfar_tile,
             convert_unroll: opts.convert_unroll,
             power_split: opts.power_split,
@@ -542,7 +554,7 @@ impl Pipeline {
             v.push("clutter removal");
         }
         v.extend(["Doppler FFT", "power", "CFAR+peaks+snapshots"]);
-        if self.kernels.select.is_some() {
+        if self.select_at == SelectAt::Kernel {
             v.push("select over the cap");
         }
         v.extend(["angle FFT", "order+refine+output"]);
@@ -629,16 +641,13 @@ impl Pipeline {
             Ok(())
         };
         let (x, pmap, cand, state) = (b.x.ptr(), b.pmap.ptr(), b.cand.ptr(), b.state.ptr());
-        let (keys, rows, angle, spectra) =
-            (b.keys.ptr(), b.rows.ptr(), b.angle.ptr(), b.spectra.ptr());
+        let (keys, rows, angle) = (b.keys.ptr(), b.rows.ptr(), b.angle.ptr());
         let (w_range, w_dc, w_dl) = (
             b.w_range.ptr(),
             b.w_doppler_convert.ptr(),
             b.w_doppler_clutter.ptr(),
         );
         let (alpha, n_eff, tdm) = (b.alpha.ptr(), b.n_eff.ptr(), b.tdm.ptr());
-        let out_hdr = self.out.device_ptr();
-        let out_det = out_hdr + std::mem::size_of::<OutHeader>() as u64;
         let blocks = |threads: usize, per: usize| threads.div_ceil(per) as u32;
         let pdl = self.pdl;
         // The argument lists below match the kernel signatures in
@@ -713,46 +722,99 @@ impl Pipeline {
                 keys,
                 angle,
                 rows,
-                u64::from(self.kernels.select.is_none()),
+                u64::from(self.select_at == SelectAt::CfarLastBlock),
             ],
             pdl,
         )?;
 
-        if let Some(select) = &self.kernels.select {
+        if self.select_at == SelectAt::Kernel {
             mark()?;
-            self.launch(
-                "launch select_overflow",
-                select,
-                (1, 1),
-                1024,
-                &[cand, state, keys, angle, rows, x, tdm],
-                pdl,
-            )?;
+            self.launch_select(pdl)?;
         }
-
         mark()?;
-        self.fft(&self.plans.angle, angle, spectra)?;
-
+        self.fft(
+            &self.plans.angle,
+            self.bufs.angle.ptr(),
+            self.bufs.spectra.ptr(),
+        )?;
         mark()?;
+        self.launch_refine(pdl)?;
+        mark()?;
+        Ok(())
+    }
+
+    /// The tail again for a frame over the cap (SelectAt::HostFallback):
+    /// select the kept detections, their angle FFT, refine_output.
+    fn enqueue_overflow(&self) -> Result<(), DspError> {
+        self.launch_select(false)?;
+        self.fft(
+            &self.plans.angle,
+            self.bufs.angle.ptr(),
+            self.bufs.spectra.ptr(),
+        )?;
+        self.launch_refine(self.pdl)
+    }
+
+    fn launch_select(&self, pdl: bool) -> Result<(), DspError> {
+        let b = &self.bufs;
+        self.launch(
+            "launch select_overflow",
+            &self.kernels.select,
+            (1, 1),
+            1024,
+            &[
+                b.cand.ptr(),
+                b.state.ptr(),
+                b.keys.ptr(),
+                b.angle.ptr(),
+                b.rows.ptr(),
+                b.x.ptr(),
+                b.tdm.ptr(),
+            ],
+            pdl,
+        )
+    }
+
+    fn launch_refine(&self, pdl: bool) -> Result<(), DspError> {
+        let b = &self.bufs;
+        let out_hdr = self.out.device_ptr();
+        let out_det = out_hdr + std::mem::size_of::<OutHeader>() as u64;
         self.launch(
             "launch refine_output",
             &self.kernels.refine,
-            (blocks(self.max_det, REFINE_WARPS), 1),
+            (self.max_det.div_ceil(REFINE_WARPS) as u32, 1),
             (REFINE_WARPS * 32) as u32,
             &[
-                state,
-                cand,
-                keys,
-                spectra,
+                b.state.ptr(),
+                b.cand.ptr(),
+                b.keys.ptr(),
+                b.spectra.ptr(),
                 out_hdr,
                 out_det,
                 self.range_bin_m.to_bits(),
                 self.velocity_bin_mps.to_bits(),
             ],
             pdl,
-        )?;
-        mark()?;
-        Ok(())
+        )
+    }
+
+    /// The graph `wait` launches for a frame over the cap, when the
+    /// selection is SelectAt::HostFallback (None otherwise).
+    pub fn overflow_graph(&self) -> Result<Option<CudaGraph>, DspError> {
+        if self.select_at != SelectAt::HostFallback {
+            return Ok(None);
+        }
+        let (graph, _) = self.capture_with(|| self.enqueue_overflow())?;
+        Ok(Some(graph))
+    }
+
+    /// Whether the last frame went over the detection cap (its header,
+    /// in mapped host memory, after the stream synchronisation).
+    pub fn over_cap(&self) -> bool {
+        // SAFETY: the buffer starts with an OutHeader (page aligned) that
+        // the GPU wrote before the synchronisation that preceded this call.
+        let hdr = unsafe { std::ptr::read_volatile(self.out.host_ptr() as *const OutHeader) };
+        hdr.cut > 0
     }
 
     /// GPU time (median over `reps` replays, microseconds) of a graph of
@@ -814,10 +876,19 @@ impl Pipeline {
 
     /// Capture the chain reading `input` as a graph and upload it.
     fn capture(&self, input: u64) -> Result<(CudaGraph, usize), DspError> {
+        self.capture_with(|| self.enqueue(input, None))
+    }
+
+    /// Capture what `enqueue` queues on our stream as a graph, upload it,
+    /// and count its kernel nodes.
+    fn capture_with(
+        &self,
+        enqueue: impl FnOnce() -> Result<(), DspError>,
+    ) -> Result<(CudaGraph, usize), DspError> {
         self.stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(cuda_err("begin capture"))?;
-        let queued = self.enqueue(input, None);
+        let queued = enqueue();
         let graph = self
             .stream
             .end_capture(sys::CUgraphInstantiate_flags(0))
