@@ -1,6 +1,8 @@
-//! One-dimensional batched C2C cuFFT plans on our stream, made with
-//! `cufftCreate` + `cufftMakePlanMany` so that plan properties can be set
-//! before planning (cudarc's `CudaFft` plans in one call).
+//! One-dimensional batched C2C cuFFT plans on our stream, with input and
+//! output addresses chosen per execution (out of place for the angle FFT).
+//! Made with `cufftCreate` + `cufftMakePlanMany`, where plan properties
+//! could be set between the two (the patient-JIT property was measured:
+//! no gain, docs/performance.md).
 
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -33,13 +35,10 @@ pub(super) struct Layout {
 }
 
 impl FftPlan {
-    /// A C2C plan for `layout` on `stream`. `patient_jit`: let cuFFT spend
-    /// longer planning (NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT), which may
-    /// give it kernels compiled for this exact transform.
+    /// A C2C plan for `layout` on `stream`.
     pub fn new(
         stream: &Arc<CudaStream>,
         layout: Layout,
-        patient_jit: bool,
         what: &'static str,
     ) -> Result<Self, DspError> {
         stream
@@ -55,18 +54,6 @@ impl FftPlan {
             handle,
             _stream: stream.clone(),
         };
-        if patient_jit {
-            // SAFETY: a created, not yet planned handle.
-            unsafe {
-                fft_sys::cufftSetPlanPropertyInt64(
-                    handle,
-                    fft_sys::cufftProperty::NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT,
-                    1,
-                )
-            }
-            .result()
-            .map_err(cuda_err("cufftSetPlanPropertyInt64 (patient JIT)"))?;
-        }
         let mut n = [layout.n];
         let mut embed = [layout.n];
         // A null embed means "contiguous" and ignores stride and distance.

@@ -8,7 +8,7 @@
 //          (p = i * N_RX + j since m = l * N_TX + i), after the Doppler FFT
 //          [d][p][r] with d already fftshifted (see convert_window).
 //   pmap   float [d][r], the non-coherently integrated power map.
-//   state  u32[4]: [0] candidate count, [1] CFAR blocks finished.
+//   state  u32[4]: [0] candidate count.
 //   cand   Candidate[N_LOOPS * N_SAMPLES]: every CFAR hit that is a peak, in
 //          the order the hits were counted. cand[0 .. min(count, MAX_DET))
 //          are the kept detections (over the cap after select_overflow).
@@ -21,10 +21,13 @@
 //
 // Kernel order: convert_window, range FFT, [clutter_doppler_window],
 // Doppler FFT, power_map, cfar_peaks, [select_overflow], angle FFT,
-// refine_output. On sm_90 power_map, cfar_peaks, select_overflow and
-// refine_output may be launched as programmatic dependents (PDL): they may
-// start before the kernel ahead of them has finished, and wait in
-// pdl_wait() before reading anything it wrote.
+// refine_output. Without select_overflow in the frame's graph, a frame over
+// the cap gets select_overflow, angle FFT and refine_output again in a
+// second graph (the host launches it when the output header shows a cut).
+// On sm_90 power_map, cfar_peaks, select_overflow and refine_output may be
+// launched as programmatic dependents (PDL): they may start before the
+// kernel ahead of them has finished, and wait in pdl_wait() before reading
+// anything it wrote.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -91,54 +94,23 @@ __device__ __forceinline__ void pdl_release_dependents()
 // bin d directly. With clutter removal the mean over l must be taken after
 // the range FFT and before the Doppler window, so w_d is all ones here and
 // clutter_doppler_window applies it.
-// Each thread converts four samples: one 16-byte load from the slot (mapped
-// host memory read over PCIe on a discrete GPU, or DRAM on Orin).
-extern "C" __global__ void __launch_bounds__(256)
-convert_window(const uint4 *__restrict__ frame, float4 *__restrict__ x,
-               const float *__restrict__ w_range, const float *__restrict__ w_doppler,
-               u32 *__restrict__ state)
-{
-    const u32 groups = N_CHIRPS * N_RX * N_SAMPLES / 4;
-    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t == 0) {
-        // This frame's candidate count and CFAR block count start here.
-        state[0] = 0;
-        state[1] = 0;
-    }
-    for (; t < groups; t += gridDim.x * blockDim.x) {
-        const uint4 v = frame[t];
-        const u32 s = t * 4;
-        const u32 n = s % N_SAMPLES;
-        const u32 l = s / (N_SAMPLES * N_RX * N_TX);
-        const float wd = w_doppler[l];
-        const float w0 = w_range[n] * wd;
-        const float w1 = w_range[n + 1] * wd;
-        const float w2 = w_range[n + 2] * wd;
-        const float w3 = w_range[n + 3] * wd;
-        // Little-endian: I is the low half of each 32-bit word, Q the high.
-        x[2 * t] = make_float4((float)(short)(v.x & 0xffffu) * w0, (float)(short)(v.x >> 16) * w0,
-                               (float)(short)(v.y & 0xffffu) * w1, (float)(short)(v.y >> 16) * w1);
-        x[2 * t + 1] = make_float4((float)(short)(v.z & 0xffffu) * w2, (float)(short)(v.z >> 16) * w2,
-                                   (float)(short)(v.w & 0xffffu) * w3, (float)(short)(v.w >> 16) * w3);
-    }
-}
-
-// The same conversion with every store instruction of a warp contiguous
-// (512 bytes): a thread converts a pair of samples (8-byte load, 16-byte
-// store) CONVERT_UNROLL times (a #define from the host), all loads issued
-// before the first store.
+// Every store instruction of a warp is contiguous (512 bytes): a thread
+// converts a pair of samples (8-byte load from the slot, 16-byte store)
+// CONVERT_UNROLL times (a #define from the host), all loads issued before
+// the first store. The slot is mapped host memory read over PCIe on a
+// discrete GPU, DRAM on Orin.
 #define CONVERT_PAIRS (N_CHIRPS * N_RX * N_SAMPLES / 2)
 
 extern "C" __global__ void __launch_bounds__(256)
-convert_window_pairs(const uint2 *__restrict__ frame, float4 *__restrict__ x,
+convert_window(const uint2 *__restrict__ frame, float4 *__restrict__ x,
                      const float *__restrict__ w_range, const float *__restrict__ w_doppler,
                      u32 *__restrict__ state)
 {
     const u32 stride = gridDim.x * blockDim.x;
     const u32 t0 = blockIdx.x * blockDim.x + threadIdx.x;
     if (t0 == 0) {
+        // This frame's candidate count starts here.
         state[0] = 0;
-        state[1] = 0;
     }
     for (u32 base = t0; base < CONVERT_PAIRS; base += stride * CONVERT_UNROLL) {
         // Samples and window values all requested before the first use.
@@ -472,13 +444,12 @@ extern "C" __global__ void __launch_bounds__(CFAR_THREADS)
 cfar_peaks(const float *pmap, const float2 *x,
            const double *__restrict__ alpha_by_range, const u32 *__restrict__ n_eff_by_range,
            const float2 *__restrict__ tdm, u32 *state, Candidate *cand, u32 *keys,
-           float2 *angle, u32 *rows, u64 select_here)
+           float2 *angle)
 {
     // P as double: each value is converted once here, not in every sum.
     __shared__ double sp[HALO_D][HALO_R];
     __shared__ double row_full[HALO_D][CFAR_TILE_R];
     __shared__ double row_side[HALO_D][CFAR_TILE_R];
-    __shared__ u32 s_last;
     const int tid = threadIdx.x;
     const int d0 = blockIdx.y * CFAR_TILE_D;
     const int r0 = blockIdx.x * CFAR_TILE_R;
@@ -591,31 +562,9 @@ cfar_peaks(const float *pmap, const float2 *x,
             write_angle_row(angle + (size_t)slot * ANGLE_N, z);
         }
     }
-    if (!select_here) {
-        return;
-    }
-    // The last block to finish does step 7 over the cap (nothing under it).
-    // The barrier orders the block's writes before thread 0's count, whose
-    // release (cumulative) publishes them to the GPU; the last block's
-    // count acquires every other block's.
-    __syncthreads();
-    if (tid == 0) {
-        u32 done;
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                     : "=r"(done)
-                     : "l"(&state[1])
-                     : "memory");
-        s_last = done == gridDim.x * gridDim.y - 1;
-    }
-    __syncthreads();
-    if (s_last) {
-        __threadfence();
-        select_overflow_block(cand, state, keys, angle, rows, x, tdm);
-    }
 }
 
-// Step 7 over the cap as its own kernel (one block), when cfar_peaks was
-// not asked to do it in its last block.
+// Step 7 over the cap as its own kernel (one block).
 extern "C" __global__ void __launch_bounds__(1024)
 select_overflow(Candidate *cand, const u32 *state, u32 *keys, float2 *angle, u32 *rows,
                 const float2 *x, const float2 *__restrict__ tdm)

@@ -414,7 +414,6 @@ mod tests {
                 let text = ptx.to_src();
                 for k in [
                     "convert_window",
-                    "convert_window_pairs",
                     "power_map",
                     "cfar_peaks",
                     "select_overflow",

@@ -31,21 +31,18 @@ const SHARED_LIMIT: usize = 48 * 1024;
 pub const MAX_DETECTIONS_LIMIT: usize = 4096;
 /// Warps per block of refine_output (REFINE_WARPS in kernels.cu).
 const REFINE_WARPS: usize = 8;
-/// Pairs of samples per thread of convert_window_pairs (CONVERT_UNROLL),
+/// Pairs of samples per thread of convert_window (CONVERT_UNROLL),
 /// unless CudaOptions::convert_unroll says otherwise.
 const CONVERT_UNROLL: usize = 4;
 /// Lanes that share one power_map item (POWER_SPLIT), unless
 /// CudaOptions::power_split says otherwise.
-const POWER_SPLIT: usize = 1;
+const POWER_SPLIT: usize = 2;
 /// The most kernel arguments of any kernel in kernels.cu.
 const MAX_KERNEL_ARGS: usize = 12;
 
-/// Where step 7 over the detection cap (select_overflow_block) runs.
+/// Where step 7 over the detection cap (select_overflow) runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SelectAt {
-    /// In the last block of cfar_peaks to finish (a completion count in
-    /// every block).
-    CfarLastBlock,
     /// In a select_overflow kernel between cfar_peaks and the angle FFT,
     /// every frame (it returns at once under the cap).
     Kernel,
@@ -66,19 +63,10 @@ pub struct CudaOptions {
     pub pdl: Option<bool>,
     /// Where the selection over the detection cap runs.
     pub select: SelectAt,
-    /// convert_window_pairs (8-byte loads, contiguous 16-byte stores, four
-    /// pairs a thread) instead of convert_window (one 16-byte load, two
-    /// 16-byte stores a thread).
-    pub convert_pairs: bool,
-    /// Range and Doppler FFTs out of place (x to a second buffer and back)
-    /// instead of in place.
-    pub fft_out_of_place: bool,
-    /// cuFFT's patient JIT planning for all three FFT plans.
-    pub fft_patient_jit: bool,
     /// CFAR tile (Doppler rows, range bins), one thread a cell: at most
     /// 1024 cells.
     pub cfar_tile: (usize, usize),
-    /// Pairs of samples each thread of convert_window_pairs converts.
+    /// Pairs of samples each thread of convert_window converts.
     pub convert_unroll: usize,
     /// Lanes summing the channels of one pair of power-map cells.
     pub power_split: usize,
@@ -88,10 +76,7 @@ impl Default for CudaOptions {
     fn default() -> Self {
         CudaOptions {
             pdl: None,
-            select: SelectAt::Kernel,
-            convert_pairs: true,
-            fft_out_of_place: false,
-            fft_patient_jit: false,
+            select: SelectAt::HostFallback,
             cfar_tile: KernelShape::DEFAULT.cfar_tile,
             convert_unroll: KernelShape::DEFAULT.convert_unroll,
             power_split: KernelShape::DEFAULT.power_split,
@@ -101,8 +86,7 @@ impl Default for CudaOptions {
 
 impl CudaOptions {
     /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
-    /// `select=cfar|kernel|host`, `convert=pairs|quads`, `fft=inplace|oop`,
-    /// `plan=jit|default`, `cfar=DxR`, `unroll=N`, `split=N`), for
+    /// `select=kernel|host`, `cfar=DxR`, `unroll=N`, `split=N`), for
     /// experiments.
     pub fn parse(text: &str) -> Result<Self, DspError> {
         let mut o = CudaOptions::default();
@@ -111,7 +95,7 @@ impl CudaOptions {
                 DspError::config(
                     "cuda options",
                     format!(
-                        "cannot use {item:?} (pdl=on|off|auto, select=cfar|kernel|host, convert=pairs|quads, fft=inplace|oop, plan=jit|default, cfar=DxR, unroll=1|2|4|8, split=1|2|4|8|16)"
+                        "cannot use {item:?} (pdl=on|off|auto, select=kernel|host, cfar=DxR, unroll=1|2|4|8, split=1|2|4|8|16)"
                     ),
                 )
             };
@@ -120,15 +104,8 @@ impl CudaOptions {
                 ("pdl", "on") => o.pdl = Some(true),
                 ("pdl", "off") => o.pdl = Some(false),
                 ("pdl", "auto") => o.pdl = None,
-                ("select", "cfar") => o.select = SelectAt::CfarLastBlock,
                 ("select", "kernel") => o.select = SelectAt::Kernel,
                 ("select", "host") => o.select = SelectAt::HostFallback,
-                ("convert", "pairs") => o.convert_pairs = true,
-                ("convert", "quads") => o.convert_pairs = false,
-                ("fft", "inplace") => o.fft_out_of_place = false,
-                ("fft", "oop") => o.fft_out_of_place = true,
-                ("plan", "jit") => o.fft_patient_jit = true,
-                ("plan", "default") => o.fft_patient_jit = false,
                 ("cfar", tile) => {
                     let (d, r) = tile.split_once('x').ok_or_else(bad)?;
                     let d: usize = d.parse().map_err(|_| bad())?;
@@ -220,8 +197,6 @@ struct Kernels {
 
 struct Buffers {
     x: DeviceBuffer,
-    /// The range FFT's output when the FFTs run out of place.
-    y: Option<DeviceBuffer>,
     pmap: DeviceBuffer,
     cand: DeviceBuffer,
     state: DeviceBuffer,
@@ -262,7 +237,6 @@ pub(super) struct Pipeline {
     /// Programmatic dependent launches in use (resolved CudaOptions::pdl).
     pdl: bool,
     select_at: SelectAt,
-    convert_pairs: bool,
     cfar_tile: (usize, usize),
     convert_unroll: usize,
     power_split: usize,
@@ -374,9 +348,8 @@ impl Pipeline {
         let (tile_d, tile_r) = opts.cfar_tile;
         let halo_d = tile_d + 2 * (c.guard_doppler + c.train_doppler);
         let halo_r = tile_r + 2 * (c.guard_range + c.train_range);
-        // cfar_peaks' tiles plus select_overflow's histogram (1 KiB, and a
-        // little) when it runs in cfar_peaks' last block.
-        let cfar_shared = halo_d * halo_r * 8 + 2 * halo_d * tile_r * 8 + 1100;
+        // cfar_peaks' halo and its two row-sum arrays, all doubles.
+        let cfar_shared = halo_d * halo_r * 8 + 2 * halo_d * tile_r * 8;
         if cfar_shared > SHARED_LIMIT {
             return Err(DspError::config(
                 "cfar",
@@ -415,11 +388,7 @@ impl Pipeline {
             )));
         }
         let kernels = Kernels {
-            convert: load(if opts.convert_pairs {
-                "convert_window_pairs"
-            } else {
-                "convert_window"
-            })?,
+            convert: load("convert_window")?,
             clutter: if cfg.chain.clutter_removal {
                 Some(load("clutter_doppler_window")?)
             } else {
@@ -452,11 +421,6 @@ impl Pipeline {
         let cfar = CfarTables::new(cfg)?;
         let bufs = Buffers {
             x: DeviceBuffer::zeroed(&ctx, n_x * 8)?,
-            y: if opts.fft_out_of_place {
-                Some(DeviceBuffer::zeroed(&ctx, n_x * 8)?)
-            } else {
-                None
-            },
             pmap: DeviceBuffer::zeroed(&ctx, n_cells * 4)?,
             cand: DeviceBuffer::zeroed(&ctx, n_cells * CANDIDATE_BYTES)?,
             state: DeviceBuffer::zeroed(&ctx, 16)?,
@@ -483,7 +447,6 @@ impl Pipeline {
         let n_s = to_i32(g.n_samples, "range FFT size")?;
         let n_l = to_i32(g.n_loops, "Doppler FFT size")?;
         let n_a = to_i32(cfg.chain.angle_fft_size, "angle FFT size")?;
-        let jit = opts.fft_patient_jit;
         let plans = Plans {
             range: FftPlan::new(
                 &stream,
@@ -493,7 +456,6 @@ impl Pipeline {
                     dist: n_s,
                     batch: to_i32(g.n_chirps() * g.n_rx, "range batch")?,
                 },
-                jit,
                 "cuFFT plan (range)",
             )?,
             // Over l with stride n_virtual * n_samples; one transform per
@@ -506,7 +468,6 @@ impl Pipeline {
                     dist: 1,
                     batch: cols,
                 },
-                jit,
                 "cuFFT plan (Doppler)",
             )?,
             angle: FftPlan::new(
@@ -517,7 +478,6 @@ impl Pipeline {
                     dist: n_a,
                     batch: to_i32(max_det, "angle batch")?,
                 },
-                jit,
                 "cuFFT plan (angle)",
             )?,
         };
@@ -534,7 +494,6 @@ impl Pipeline {
             stream,
             max_det,
             pdl,
-            convert_pairs: opts.convert_pairs,
             select_at: opts.select,
             cfar_tile: opts.cfar_tile,
             convert_unroll: opts.convert_unroll,
@@ -641,7 +600,7 @@ impl Pipeline {
             Ok(())
         };
         let (x, pmap, cand, state) = (b.x.ptr(), b.pmap.ptr(), b.cand.ptr(), b.state.ptr());
-        let (keys, rows, angle) = (b.keys.ptr(), b.rows.ptr(), b.angle.ptr());
+        let (keys, angle) = (b.keys.ptr(), b.angle.ptr());
         let (w_range, w_dc, w_dl) = (
             b.w_range.ptr(),
             b.w_doppler_convert.ptr(),
@@ -657,11 +616,7 @@ impl Pipeline {
 
         mark()?;
         let samples = g.n_chirps() * g.n_rx * g.n_samples;
-        let convert_grid = if self.convert_pairs {
-            blocks(samples / 2, 256 * self.convert_unroll)
-        } else {
-            blocks(samples / 4, 256)
-        };
+        let convert_grid = blocks(samples / 2, 256 * self.convert_unroll);
         self.launch(
             "launch convert_window",
             &self.kernels.convert,
@@ -671,10 +626,8 @@ impl Pipeline {
             false,
         )?;
 
-        // Out of place: range FFT x -> y, Doppler FFT y -> x.
-        let y = b.y.as_ref().map_or(x, |y| y.ptr());
         mark()?;
-        self.fft(&self.plans.range, x, y)?;
+        self.fft(&self.plans.range, x, x)?;
 
         if let Some(clutter) = &self.kernels.clutter {
             mark()?;
@@ -684,12 +637,12 @@ impl Pipeline {
                 clutter,
                 (blocks(cols, 256), 1),
                 256,
-                &[y, w_dl],
+                &[x, w_dl],
                 false,
             )?;
         }
         mark()?;
-        self.fft(&self.plans.doppler, y, x)?;
+        self.fft(&self.plans.doppler, x, x)?;
 
         mark()?;
         let pairs = g.n_loops * g.n_samples / 2 * self.power_split;
@@ -711,19 +664,7 @@ impl Pipeline {
                 blocks(g.n_loops, self.cfar_tile.0),
             ),
             (self.cfar_tile.0 * self.cfar_tile.1) as u32,
-            &[
-                pmap,
-                x,
-                alpha,
-                n_eff,
-                tdm,
-                state,
-                cand,
-                keys,
-                angle,
-                rows,
-                u64::from(self.select_at == SelectAt::CfarLastBlock),
-            ],
+            &[pmap, x, alpha, n_eff, tdm, state, cand, keys, angle],
             pdl,
         )?;
 
