@@ -32,7 +32,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/jiffies.h>
 
-#include "fpga_p2p.h"
+#include "fpga_p2p_drv.h"
 
 /* Channel interrupt sources the driver enables. */
 #define FP_CH_IRQS	(XDMA_ST_DESC_COMPLETED | XDMA_ST_DESC_STOPPED | \
@@ -208,19 +208,21 @@ static void fp_detach(struct fp_ring *ring)
  * this, the interrupt handler no longer sees the ring. The ring's state must
  * already forbid new credits (not RUNNING).
  */
-void fp_engine_stop(struct fp_ring *ring)
+int fp_engine_stop(struct fp_ring *ring)
 {
 	struct fp_dev *fdev = ring->fdev;
+	int ret = 0;
 
 	mutex_lock(&fdev->hw_lock);
 	fp_detach(ring);
 	if (!fdev->hw_gone) {
 		if (ring->dir == FP_C2H)
 			fp_stream_off(fdev);
-		fp_chan_stop(fdev, ring->dir);
+		ret = fp_chan_stop(fdev, ring->dir);
 		fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1C), fp_chan_irq(ring->dir));
 	}
 	mutex_unlock(&fdev->hw_lock);
+	return ret;
 }
 
 /* Grant credits up to what the engine may own, at most 1023 outstanding. */
@@ -254,7 +256,10 @@ static void fp_ring_fill(struct fp_ring *ring, u32 first, u32 count,
 		bytes -= len;
 		k++;
 		if (ring->dir == FP_C2H) {
-			ctl = di->flags & FP_DI_IRQ ? XDMA_DESC_COMPLETED : 0;
+			/* An interrupt per frame, per chunk for chunk events. */
+			ctl = di->flags & FP_DI_IRQ ||
+			      (ring->chunk_events && di->flags & FP_DI_CHUNK_END) ?
+			      XDMA_DESC_COMPLETED : 0;
 			d->dst_lo = cpu_to_le32(lower_32_bits(di->addr));
 			d->dst_hi = cpu_to_le32(upper_32_bits(di->addr));
 			ring->pos_piece[ring->head] = p;
@@ -659,9 +664,9 @@ int fp_c2h_stop(struct fp_ring *ring)
 	spin_unlock_irqrestore(&ring->lock, flags);
 	if (ret)
 		return ret;
-	fp_engine_stop(ring);
+	ret = fp_engine_stop(ring);
 	fp_file_wake(ring->fp);
-	return 0;
+	return ret == -ETIMEDOUT ? ret : 0;
 }
 
 int fp_h2c_start(struct fp_ring *ring)

@@ -11,7 +11,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
-#include "fpga_p2p.h"
+#include "fpga_p2p_drv.h"
 
 /* Events copied out per read() call at most (stack buffer). */
 #define FP_READ_BATCH	8
@@ -194,11 +194,14 @@ static __poll_t fp_poll(struct file *file, poll_table *wait)
 
 static int fp_open(struct inode *inode, struct file *file)
 {
-	struct fp_dev *fdev = fp_dev_get_minor(iminor(inode));
+	struct miscdevice *misc = file->private_data;
+	struct fp_dev *fdev = container_of(misc, struct fp_dev, misc);
 	struct fp_file *fp;
 
-	if (!fdev)
+	/* misc_open() holds misc_mtx: fp_dev_destroy() cannot run now. */
+	if (READ_ONCE(fdev->dead))
 		return -ENODEV;
+	kref_get(&fdev->ref);
 	fp = kzalloc(sizeof(*fp), GFP_KERNEL);
 	if (!fp)
 		goto nomem;

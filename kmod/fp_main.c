@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * fpga_p2p: PCI driver for the radar FPGA card (XDMA-based), character
- * devices /dev/fpga-p2pN, counters in sysfs. Built with FPGA_P2P_MODEL=1 it
+ * devices /dev/fpga-p2pN (misc devices), counters in
+ * /sys/class/misc/fpga-p2pN/counters/. Built with FPGA_P2P_MODEL=1 it
  * also contains a register-level model of the card (fp_model.c), enabled
  * with the module parameter model_devices=N.
  *
@@ -10,19 +11,14 @@
  * released, waiters wake up with an error, and the memory of the device
  * goes away with its last open file.
  */
-#include <linux/cdev.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
-#include <linux/version.h>
 
-#include "fpga_p2p.h"
+#include "fpga_p2p_drv.h"
 
-static struct class *fp_class;
-static dev_t fp_devt;
-static struct cdev fp_cdev;
 static DEFINE_MUTEX(fp_devs_lock);	/* fp_devs[] */
-static struct fp_dev *fp_devs[FP_MAX_DEVICES];
+static struct fp_dev *fp_devs[FP_MAX_DEVICES];	/* by index N */
 
 static void fp_dev_release(struct kref *ref)
 {
@@ -35,21 +31,6 @@ static void fp_dev_release(struct kref *ref)
 void fp_dev_put(struct fp_dev *fdev)
 {
 	kref_put(&fdev->ref, fp_dev_release);
-}
-
-struct fp_dev *fp_dev_get_minor(unsigned int minor)
-{
-	struct fp_dev *fdev = NULL;
-
-	if (minor >= FP_MAX_DEVICES)
-		return NULL;
-	mutex_lock(&fp_devs_lock);
-	if (fp_devs[minor] && !fp_devs[minor]->dead) {
-		fdev = fp_devs[minor];
-		kref_get(&fdev->ref);
-	}
-	mutex_unlock(&fp_devs_lock);
-	return fdev;
 }
 
 void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c)
@@ -80,49 +61,45 @@ void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c)
 	mutex_unlock(&fdev->hw_lock);
 }
 
-/* --- sysfs: /sys/class/fpga_p2p/fpga-p2pN/counters/ ---------------------- */
+/* --- sysfs: /sys/class/misc/fpga-p2pN/counters/ -------------------------- */
 
-#define FP_COUNTER_ATTR(name)						\
-static ssize_t name##_show(struct device *d, struct device_attribute *a, \
-			   char *buf)					\
-{									\
-	struct fpga_p2p_counters c;					\
-									\
-	fp_counters_read(dev_get_drvdata(d), &c);			\
-	return sysfs_emit(buf, "%llu\n", c.name);			\
-}									\
-static DEVICE_ATTR_RO(name)
+static ssize_t fp_counter_show(struct device *d, struct device_attribute *a,
+			       char *buf);
 
-FP_COUNTER_ATTR(frames);
-FP_COUNTER_ATTR(chunks);
-FP_COUNTER_ATTR(drops_no_slot);
-FP_COUNTER_ATTR(drops_fault);
-FP_COUNTER_ATTR(short_frames);
-FP_COUNTER_ATTR(crc_errors);
-FP_COUNTER_ATTR(desc_errors);
-FP_COUNTER_ATTR(irqs);
-FP_COUNTER_ATTR(revocations);
-FP_COUNTER_ATTR(tx_submitted);
-FP_COUNTER_ATTR(tx_completed);
-FP_COUNTER_ATTR(event_overflows);
-FP_COUNTER_ATTR(dma_timeouts);
+#define FP_COUNTER(n)	__ATTR(n, 0444, fp_counter_show, NULL)
 
-static struct attribute *fp_counter_attrs[] = {
-	&dev_attr_frames.attr,
-	&dev_attr_chunks.attr,
-	&dev_attr_drops_no_slot.attr,
-	&dev_attr_drops_fault.attr,
-	&dev_attr_short_frames.attr,
-	&dev_attr_crc_errors.attr,
-	&dev_attr_desc_errors.attr,
-	&dev_attr_irqs.attr,
-	&dev_attr_revocations.attr,
-	&dev_attr_tx_submitted.attr,
-	&dev_attr_tx_completed.attr,
-	&dev_attr_event_overflows.attr,
-	&dev_attr_dma_timeouts.attr,
-	NULL
+/* In the order of struct fpga_p2p_counters, all __u64. */
+static struct device_attribute fp_counter_attr[] = {
+	FP_COUNTER(frames),
+	FP_COUNTER(chunks),
+	FP_COUNTER(drops_no_slot),
+	FP_COUNTER(drops_fault),
+	FP_COUNTER(short_frames),
+	FP_COUNTER(crc_errors),
+	FP_COUNTER(desc_errors),
+	FP_COUNTER(irqs),
+	FP_COUNTER(revocations),
+	FP_COUNTER(tx_submitted),
+	FP_COUNTER(tx_completed),
+	FP_COUNTER(event_overflows),
+	FP_COUNTER(dma_timeouts),
 };
+
+static ssize_t fp_counter_show(struct device *d, struct device_attribute *a,
+			       char *buf)
+{
+	struct miscdevice *misc = dev_get_drvdata(d);
+	struct fpga_p2p_counters c;
+	u64 v[ARRAY_SIZE(fp_counter_attr)];
+
+	BUILD_BUG_ON(offsetof(struct fpga_p2p_counters, reserved) !=
+		     sizeof(v));
+	fp_counters_read(container_of(misc, struct fp_dev, misc), &c);
+	memcpy(v, &c, sizeof(v));
+	return sysfs_emit(buf, "%llu\n", v[a - fp_counter_attr]);
+}
+
+static struct attribute *fp_counter_attrs[ARRAY_SIZE(fp_counter_attr) + 1];
 
 static const struct attribute_group fp_counter_group = {
 	.name = "counters",
@@ -142,7 +119,7 @@ struct fp_dev *fp_dev_create(struct device *dev, int irq, bool irq_shared,
 			     void __iomem * const *bars, struct fp_model *model)
 {
 	struct fp_dev *fdev;
-	int minor, ret, i;
+	int index, ret, i;
 
 	ret = dma_set_max_seg_size(dev, UINT_MAX);
 	if (!ret)
@@ -174,27 +151,29 @@ struct fp_dev *fp_dev_create(struct device *dev, int irq, bool irq_shared,
 		goto shutdown;
 
 	mutex_lock(&fp_devs_lock);
-	for (minor = 0; minor < FP_MAX_DEVICES; minor++)
-		if (!fp_devs[minor])
+	for (index = 0; index < FP_MAX_DEVICES; index++)
+		if (!fp_devs[index])
 			break;
-	if (minor == FP_MAX_DEVICES) {
+	if (index == FP_MAX_DEVICES) {
 		mutex_unlock(&fp_devs_lock);
 		ret = -ENOSPC;
 		goto free_irq;
 	}
-	fdev->minor = minor;
-	fdev->node = device_create_with_groups(fp_class, dev,
-					       MKDEV(MAJOR(fp_devt), minor),
-					       fdev, fp_groups, "fpga-p2p%d",
-					       minor);
-	if (IS_ERR(fdev->node)) {
+	fdev->index = index;
+	snprintf(fdev->name, sizeof(fdev->name), "fpga-p2p%d", index);
+	fdev->misc.minor = MISC_DYNAMIC_MINOR;
+	fdev->misc.name = fdev->name;
+	fdev->misc.fops = &fp_fops;
+	fdev->misc.parent = dev;
+	fdev->misc.groups = fp_groups;
+	ret = misc_register(&fdev->misc);
+	if (ret) {
 		mutex_unlock(&fp_devs_lock);
-		ret = PTR_ERR(fdev->node);
 		goto free_irq;
 	}
-	fp_devs[minor] = fdev;
+	fp_devs[index] = fdev;
 	mutex_unlock(&fp_devs_lock);
-	dev_info(dev, "fpga-p2p%d: user block %08x v%x.%x%s\n", minor,
+	dev_info(dev, "%s: user block %08x v%x.%x%s\n", fdev->name,
 		 fdev->hw_id, fdev->hw_version >> 16,
 		 fdev->hw_version & 0xffff, model ? " (model)" : "");
 	return fdev;
@@ -214,14 +193,16 @@ void fp_dev_destroy(struct fp_dev *fdev)
 	struct fp_file *fp;
 	int d;
 
-	mutex_lock(&fp_devs_lock);
-	fp_devs[fdev->minor] = NULL;
-	mutex_unlock(&fp_devs_lock);
-
-	/* No new rings; let registrations under way finish (bounded). */
+	/* No new opens (misc_deregister waits for opens under way)... */
 	mutex_lock(&fdev->lock);
 	fdev->dead = true;
 	mutex_unlock(&fdev->lock);
+	misc_deregister(&fdev->misc);
+	mutex_lock(&fp_devs_lock);
+	fp_devs[fdev->index] = NULL;
+	mutex_unlock(&fp_devs_lock);
+
+	/* ...no new rings; let registrations under way finish (bounded). */
 	wait_event_timeout(fdev->build_wq, !READ_ONCE(fdev->building),
 			   msecs_to_jiffies(FP_TEARDOWN_TIMEOUT_MS));
 
@@ -247,7 +228,6 @@ void fp_dev_destroy(struct fp_dev *fdev)
 		fp_file_wake(fp);
 	mutex_unlock(&fdev->lock);
 
-	device_destroy(fp_class, MKDEV(MAJOR(fp_devt), fdev->minor));
 	fp_dev_put(fdev);
 }
 
@@ -324,42 +304,18 @@ MODULE_PARM_DESC(model_devices, "software models of the card to create (test bui
 static int __init fp_init(void)
 {
 	int ret;
+	size_t i;
 
-	ret = alloc_chrdev_region(&fp_devt, 0, FP_MAX_DEVICES, FP_NAME);
-	if (ret)
-		return ret;
-	cdev_init(&fp_cdev, &fp_fops);
-	fp_cdev.owner = THIS_MODULE;
-	ret = cdev_add(&fp_cdev, fp_devt, FP_MAX_DEVICES);
-	if (ret)
-		goto unregister_region;
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
-	fp_class = class_create(FP_NAME);
-#else
-	fp_class = class_create(THIS_MODULE, FP_NAME);
-#endif
-	if (IS_ERR(fp_class)) {
-		ret = PTR_ERR(fp_class);
-		goto del_cdev;
-	}
+	for (i = 0; i < ARRAY_SIZE(fp_counter_attr); i++)
+		fp_counter_attrs[i] = &fp_counter_attr[i].attr;
 	ret = pci_register_driver(&fp_pci_driver);
 	if (ret)
-		goto destroy_class;
+		return ret;
 #ifdef FPGA_P2P_MODEL
 	ret = fp_model_init(model_devices);
-	if (ret) {
+	if (ret)
 		pci_unregister_driver(&fp_pci_driver);
-		goto destroy_class;
-	}
 #endif
-	return 0;
-
-destroy_class:
-	class_destroy(fp_class);
-del_cdev:
-	cdev_del(&fp_cdev);
-unregister_region:
-	unregister_chrdev_region(fp_devt, FP_MAX_DEVICES);
 	return ret;
 }
 
@@ -369,9 +325,6 @@ static void __exit fp_exit(void)
 	fp_model_exit();
 #endif
 	pci_unregister_driver(&fp_pci_driver);
-	class_destroy(fp_class);
-	cdev_del(&fp_cdev);
-	unregister_chrdev_region(fp_devt, FP_MAX_DEVICES);
 }
 
 module_init(fp_init);

@@ -22,7 +22,8 @@
  * written through the kernel mapping of that page, so that a driver that lets
  * the engine write after the memory was freed is caught by KASAN.
  *
- * The "hardware" runs in one kernel thread per model. The interrupt is a real
+ * The "hardware" runs in two kernel threads per model, one per XDMA channel
+ * (the card's engines are independent). The interrupt is a real
  * Linux IRQ (a descriptor on the dummy irq chip with handle_simple_irq),
  * raised from hard IRQ context through an irq_work, so the driver's
  * request_irq() and handler run exactly as for the card.
@@ -50,7 +51,7 @@
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
-#include "fpga_p2p.h"
+#include "fpga_p2p_drv.h"
 
 #define FP_MODEL_META_DEPTH		64
 #define FP_MODEL_TAG_DEPTH		64
@@ -127,8 +128,10 @@ struct fp_model {
 	struct fp_dev *fdev;
 	int irq;
 	struct irq_work irq_work;
-	struct task_struct *thread;
-	bool kick;
+	struct task_struct *c2h_thread;
+	struct task_struct *h2c_thread;
+	bool c2h_kick;
+	bool h2c_kick;
 
 	spinlock_t lock;		/* everything the registers reach */
 
@@ -192,10 +195,15 @@ static DEFINE_MUTEX(fp_models_lock);	/* fp_models */
 static int fp_model_next_id;
 static struct dentry *fp_model_dbg;
 
-static void fp_model_kick(struct fp_model *m)
+static void fp_model_kick(struct fp_model *m, bool c2h)
 {
-	WRITE_ONCE(m->kick, true);
-	wake_up_process(m->thread);
+	if (c2h) {
+		WRITE_ONCE(m->c2h_kick, true);
+		wake_up_process(m->c2h_thread);
+	} else {
+		WRITE_ONCE(m->h2c_kick, true);
+		wake_up_process(m->h2c_thread);
+	}
 }
 
 /* --- interrupts ---------------------------------------------------------- */
@@ -812,9 +820,32 @@ u32 fp_model_read(struct fp_model *m, int bar, u32 off)
 	return v;
 }
 
+/* Register writes after which a channel's thread may have work: 1 C2H, 2 H2C. */
+static int fp_model_wakes(int bar, u32 off)
+{
+	u32 reg = off & 0xff;
+
+	if (bar == FP_BAR_USER)
+		return off == FP_UB_CTRL || off == FP_UB_FRAME_CREDIT_ADD ? 1 :
+		       off == FP_UB_TAG_PUSH ? 2 : 0;
+	switch (off & ~0xfffU) {
+	case XDMA_TGT_C2H:
+	case XDMA_TGT_C2H_SGDMA:
+		return reg == XDMA_SG_CREDITS || reg == XDMA_CH_CONTROL ||
+		       reg == XDMA_CH_CONTROL_W1S ? 1 : 0;
+	case XDMA_TGT_H2C:
+	case XDMA_TGT_H2C_SGDMA:
+		return reg == XDMA_SG_CREDITS || reg == XDMA_CH_CONTROL ||
+		       reg == XDMA_CH_CONTROL_W1S ? 2 : 0;
+	default:
+		return 0;
+	}
+}
+
 void fp_model_write(struct fp_model *m, int bar, u32 off, u32 val)
 {
 	unsigned long flags;
+	int wake = fp_model_wakes(bar, off);
 
 	spin_lock_irqsave(&m->lock, flags);
 	if (off & 3)
@@ -826,7 +857,8 @@ void fp_model_write(struct fp_model *m, int bar, u32 off, u32 val)
 	else
 		m->st_protocol_errors++;
 	spin_unlock_irqrestore(&m->lock, flags);
-	fp_model_kick(m);
+	if (wake)
+		fp_model_kick(m, wake == 1);
 }
 
 /* --- frame sources ------------------------------------------------------- */
@@ -892,6 +924,36 @@ static u32 fp_model_word(struct fp_mfill *f, u32 w)
 	}
 }
 
+/* Words [w, w + n) of the frame, the common case: aligned, all valid. */
+static void fp_model_gen_words(struct fp_mfill *f, __le32 *q, u32 w, u32 n)
+{
+	u32 lo = lower_32_bits(f->seq), hi = upper_32_bits(f->seq);
+	u32 x = (lo * 0x85EBCA6BU) ^ hi;
+	u32 k = w % f->chunk_words;
+	u32 i;
+
+	switch (f->source) {
+	case FPGA_P2P_SRC_TEST_PATTERN:
+		for (i = 0; i < n; i++, w++) {
+			if (k < 4)
+				q[i] = cpu_to_le32(fp_model_pattern(f->seq, w,
+								    f->chunk_words));
+			else
+				q[i] = cpu_to_le32((w * 0x9E3779B1U) ^ x);
+			if (++k == f->chunk_words)
+				k = 0;
+		}
+		break;
+	case FPGA_P2P_SRC_PLAYBACK:
+		for (i = 0; i < n; i++, w++)
+			q[i] = cpu_to_le32(fp_model_word(f, w));
+		break;
+	default:
+		for (i = 0; i < n; i++, w++)
+			q[i] = cpu_to_le32(fp_model_noise(f->seq, w));
+	}
+}
+
 /* Generate frame bytes into one mapped piece of a slot. */
 static int fp_model_fill_piece(struct fp_model *m, void *kaddr, u32 len,
 			       void *ctx)
@@ -900,19 +962,15 @@ static int fp_model_fill_piece(struct fp_model *m, void *kaddr, u32 len,
 	u8 *p = kaddr;
 	u32 i, crc_len;
 
-	for (i = 0; i < len; ) {
-		u32 pos = f->off + i;
+	if (!(f->off & 3) && !(len & 3) && f->off + len <= f->valid &&
+	    !((uintptr_t)p & 3)) {
+		fp_model_gen_words(f, kaddr, f->off / 4, len / 4);
+	} else {
+		for (i = 0; i < len; i++) {
+			u32 pos = f->off + i;
 
-		if (pos >= f->valid) {
-			p[i++] = 0;	/* padding after a short frame */
-		} else if (!(pos & 3) && len - i >= 4) {
-			__le32 v = cpu_to_le32(fp_model_word(f, pos / 4));
-
-			memcpy(p + i, &v, 4);
-			i += 4;
-		} else {
-			p[i] = fp_model_word(f, pos / 4) >> (8 * (pos & 3));
-			i++;
+			p[i] = pos >= f->valid ? 0 :	/* padding, short frame */
+			       fp_model_word(f, pos / 4) >> (8 * (pos & 3));
 		}
 	}
 	crc_len = f->off >= f->valid ? 0 : min(len, f->valid - f->off);
@@ -939,7 +997,8 @@ static void fp_model_drop_due(struct fp_model *m, ktime_t now)
 {
 	struct fp_msrc *s = &m->src;
 	u64 frame_ns = fp_model_frame_ns(m);
-	u64 n = 1 + ktime_to_ns(ktime_sub(now, s->next_due)) / frame_ns;
+	u64 n = 1 + div64_u64(ktime_to_ns(ktime_sub(now, s->next_due)),
+			      frame_ns);
 	u32 drop = READ_ONCE(m->drop_every);
 	u64 faults = 0;
 
@@ -1169,10 +1228,14 @@ static bool fp_model_h2c_step(struct fp_model *m)
 	spin_unlock_irqrestore(&m->lock, flags);
 
 	if (target == FPGA_P2P_TX_PLAYBACK && index < FP_MODEL_PB_FRAMES) {
-		/* Playback memory is the thread's own; allocate on first use. */
-		if (!m->pb[index])
-			m->pb[index] = vzalloc(FP_MODEL_PB_FRAME_BYTES);
-		f.pb = m->pb[index];
+		/* Playback memory comes on first use; capture reads it. */
+		f.pb = READ_ONCE(m->pb[index]);
+		if (!f.pb) {
+			f.pb = vzalloc(FP_MODEL_PB_FRAME_BYTES);
+			spin_lock_irqsave(&m->lock, flags);
+			m->pb[index] = f.pb;
+			spin_unlock_irqrestore(&m->lock, flags);
+		}
 		f.pb_len = f.pb ? FP_MODEL_PB_FRAME_BYTES : 0;
 	}
 	ret = fp_model_dma(m, src, n, fp_model_sink_piece, &f);
@@ -1209,30 +1272,44 @@ out:
 	return true;
 }
 
-static int fp_model_thread(void *data)
+/* Sleep until kicked or until @wake (KTIME_MAX: no timeout). */
+static void fp_model_sleep(bool *kick, ktime_t wake)
+{
+	set_current_state(TASK_INTERRUPTIBLE);
+	if (READ_ONCE(*kick) || kthread_should_stop())
+		__set_current_state(TASK_RUNNING);
+	else if (wake == KTIME_MAX)
+		schedule();
+	else
+		schedule_hrtimeout_range(&wake, 10 * NSEC_PER_USEC,
+					 HRTIMER_MODE_ABS);
+	WRITE_ONCE(*kick, false);
+}
+
+static int fp_model_c2h_thread(void *data)
 {
 	struct fp_model *m = data;
 
 	while (!kthread_should_stop()) {
 		ktime_t wake = KTIME_MAX;
-		bool busy;
 
-		busy = fp_model_h2c_step(m);
-		busy |= fp_model_c2h_step(m, &wake);
-		if (busy) {
+		if (fp_model_c2h_step(m, &wake))
 			cond_resched();
-			continue;
-		}
-		set_current_state(TASK_INTERRUPTIBLE);
-		if (READ_ONCE(m->kick) || kthread_should_stop()) {
-			__set_current_state(TASK_RUNNING);
-		} else if (wake == KTIME_MAX) {
-			schedule();
-		} else {
-			schedule_hrtimeout_range(&wake, 10 * NSEC_PER_USEC,
-						 HRTIMER_MODE_ABS);
-		}
-		WRITE_ONCE(m->kick, false);
+		else
+			fp_model_sleep(&m->c2h_kick, wake);
+	}
+	return 0;
+}
+
+static int fp_model_h2c_thread(void *data)
+{
+	struct fp_model *m = data;
+
+	while (!kthread_should_stop()) {
+		if (fp_model_h2c_step(m))
+			cond_resched();
+		else
+			fp_model_sleep(&m->h2c_kick, KTIME_MAX);
 	}
 	return 0;
 }
@@ -1300,8 +1377,10 @@ static void fp_model_free(struct fp_model *m)
 {
 	int i;
 
-	if (m->thread)
-		kthread_stop(m->thread);
+	if (m->c2h_thread)
+		kthread_stop(m->c2h_thread);
+	if (m->h2c_thread)
+		kthread_stop(m->h2c_thread);
 	irq_work_sync(&m->irq_work);
 	if (m->irq > 0)
 		irq_free_descs(m->irq, 1);
@@ -1348,10 +1427,18 @@ static struct fp_model *fp_model_create(void)
 	irq_set_chip_and_handler(m->irq, &dummy_irq_chip, handle_simple_irq);
 	irq_modify_status(m->irq, IRQ_NOREQUEST | IRQ_NOAUTOEN, IRQ_NOPROBE);
 
-	m->thread = kthread_run(fp_model_thread, m, "fpga_p2p_model/%d", m->id);
-	if (IS_ERR(m->thread)) {
-		ret = PTR_ERR(m->thread);
-		m->thread = NULL;
+	m->c2h_thread = kthread_run(fp_model_c2h_thread, m, "fp_model%d_c2h",
+				    m->id);
+	if (IS_ERR(m->c2h_thread)) {
+		ret = PTR_ERR(m->c2h_thread);
+		m->c2h_thread = NULL;
+		goto fail;
+	}
+	m->h2c_thread = kthread_run(fp_model_h2c_thread, m, "fp_model%d_h2c",
+				    m->id);
+	if (IS_ERR(m->h2c_thread)) {
+		ret = PTR_ERR(m->h2c_thread);
+		m->h2c_thread = NULL;
 		goto fail;
 	}
 

@@ -27,7 +27,7 @@
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
-#include "fpga_p2p.h"
+#include "fpga_p2p_drv.h"
 
 /* Spare event queue entries per file: REVOKED, FAULT, OVERFLOW. */
 #define FP_EV_SPARE		8
@@ -352,12 +352,13 @@ static long fp_ring_walk(struct fp_ring *ring, bool fill)
 	long n = 0;
 
 	for (s = 0; s < ring->nr_slots; s++) {
+		k = 0;
 		if (fill)
 			ring->slot_first[s] = n;
 		for (c = 0; c < chunks; c++) {
 			u64 left = chunk_bytes;
 
-			for (k = 1; left; k++, n++) {
+			for (; left; n++) {
 				u64 len;
 
 				while (seg < map->entries &&
@@ -375,17 +376,16 @@ static long fp_ring_walk(struct fp_ring *ring, bool fill)
 					di->addr = map->hw_address[seg] + seg_off;
 					di->len = len;
 					di->chunk = c;
-					di->flags = k % FP_IRQ_EVERY ? 0 : FP_DI_IRQ;
+					di->flags = ++k % FP_IRQ_EVERY ? 0 : FP_DI_IRQ;
 				}
 				left -= len;
 				seg_off += len;
 			}
 			if (fill)
-				ring->info[n - 1].flags |= FP_DI_CHUNK_END |
-							   FP_DI_IRQ;
+				ring->info[n - 1].flags |= FP_DI_CHUNK_END;
 		}
 		if (fill)
-			ring->info[n - 1].flags |= FP_DI_SLOT_END;
+			ring->info[n - 1].flags |= FP_DI_SLOT_END | FP_DI_IRQ;
 	}
 	if (fill)
 		ring->slot_first[ring->nr_slots] = n;

@@ -39,7 +39,7 @@ pub enum Error {
     /// The ring memory went away (freed, unmapped, or revoked) and capture stopped.
     #[error("{device}: ring memory was revoked; capture stopped")]
     Revoked { device: Arc<str> },
-    /// The engine reported a fault and stopped.
+    /// The engine reported a fault and stopped (`code`: `FPGA_P2P_FAULT_*`).
     #[error("{device}: engine fault (code {code}); capture stopped")]
     Fault { device: Arc<str>, code: u32 },
     /// The event queue overflowed (events were lost).

@@ -431,6 +431,7 @@ impl KmodSource {
                 Ok(Event::TxDone {
                     slot: ev.slot,
                     cookie: ev.cookie,
+                    failed: ev.flags & FPGA_P2P_EVF_TX_ERROR != 0,
                 })
             }
             FPGA_P2P_EV_REVOKED => {

@@ -111,6 +111,56 @@ impl EventQueue {
     }
 }
 
+/// Single-producer single-consumer FIFO of slot numbers: the slots the
+/// application released, in release order, on their way back to the engine.
+pub(crate) struct SlotFifo {
+    buf: Box<[AtomicU32]>,
+    mask: u32,
+    head: AtomicU32,
+    tail: AtomicU32,
+}
+
+impl SlotFifo {
+    pub(crate) fn new(min_capacity: usize) -> Self {
+        let cap = min_capacity.max(2).next_power_of_two();
+        Self {
+            buf: (0..cap).map(|_| AtomicU32::new(0)).collect(),
+            mask: (cap - 1) as u32,
+            head: AtomicU32::new(0),
+            tail: AtomicU32::new(0),
+        }
+    }
+
+    /// Producer side (the application). False when full (cannot happen when
+    /// the capacity is at least the number of slots).
+    pub(crate) fn push(&self, slot: u32) -> bool {
+        let head = self.head.load(Ordering::Relaxed);
+        if head.wrapping_sub(self.tail.load(Ordering::Acquire)) > self.mask {
+            return false;
+        }
+        self.buf[(head & self.mask) as usize].store(slot, Ordering::Relaxed);
+        self.head.store(head.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// Consumer side (the engine).
+    pub(crate) fn pop(&self) -> Option<u32> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        if tail == self.head.load(Ordering::Acquire) {
+            return None;
+        }
+        let slot = self.buf[(tail & self.mask) as usize].load(Ordering::Relaxed);
+        self.tail.store(tail.wrapping_add(1), Ordering::Release);
+        Some(slot)
+    }
+
+    /// Empties the FIFO (only while neither side runs).
+    pub(crate) fn reset(&self) {
+        self.tail
+            .store(self.head.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+}
+
 fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs().min(i32::MAX as u64) as _,

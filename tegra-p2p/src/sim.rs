@@ -3,10 +3,10 @@
 //!
 //! A producer thread plays the FPGA: at chunk cadence it writes frames into
 //! the same ring memory the real DMA would, decides at each frame start
-//! whether the next slot in chain order is FREE (the module hands slots to
-//! the engine in chain order through descriptor credits; otherwise the frame
-//! is dropped at the source, counted, and reported with the next delivered
-//! frame), computes the CRC as the FPGA does, and
+//! whether a FREE slot is there (slots go back to the engine in the order
+//! the application released them, as the module hands them over; without
+//! one the frame is dropped at the source, counted, and reported with the
+//! next delivered frame), computes the CRC as the FPGA does, and
 //! publishes one event per frame (and per chunk, if asked) through a lock-free
 //! SPSC queue. The consumer side (`next_event`, `release`) allocates nothing,
 //! takes no lock, and blocks only in a futex wait when no event is queued.
@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::pattern;
-use crate::queue::EventQueue;
+use crate::queue::{EventQueue, SlotFifo};
 use crate::ring::RingMemory;
 use crate::source::{
     ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SlotRelease, SourceMode,
@@ -120,6 +120,9 @@ fn inc(c: &AtomicU64) {
 struct Shared {
     ring: RingMemory,
     states: Box<[AtomicU32]>,
+    /// FREE slots in the order they were freed: the engine takes them in
+    /// this order (as the module hands released slots over).
+    free: SlotFifo,
     events: EventQueue,
     stop: AtomicBool,
     overflow: AtomicBool,
@@ -194,6 +197,7 @@ impl SimSource {
         let playback = vec![None; cfg.max_playback_frames as usize];
         Ok(Self {
             shared: Arc::new(Shared {
+                free: SlotFifo::new(ring.nr_slots() as usize),
                 ring,
                 states,
                 events,
@@ -294,7 +298,11 @@ impl SlotRelease for SimSource {
             });
         };
         match st.compare_exchange(READY, FREE, Ordering::Release, Ordering::Relaxed) {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                // Capacity is nr_slots and each slot is in it at most once.
+                self.shared.free.push(slot);
+                Ok(())
+            }
             Err(_) => Err(Error::InvalidArgument {
                 what: "release",
                 reason: format!("slot {slot} is not owned by the application"),
@@ -355,9 +363,11 @@ impl FrameSource for SimSource {
                 Mode::Playback(v)
             }
         };
-        // Fresh stream: every slot FREE, nothing queued.
-        for s in self.shared.states.iter() {
+        // Fresh stream: every slot FREE (handed over in ring order), nothing queued.
+        self.shared.free.reset();
+        for (i, s) in self.shared.states.iter().enumerate() {
             s.store(FREE, Ordering::SeqCst);
+            self.shared.free.push(i as u32);
         }
         self.shared.events.clear();
         self.shared.overflow.store(false, Ordering::SeqCst);
@@ -388,8 +398,10 @@ impl FrameSource for SimSource {
         self.join_producer();
         // No frame handle can be alive (`&mut self`), so every slot is free.
         self.shared.events.clear();
-        for s in self.shared.states.iter() {
+        self.shared.free.reset();
+        for (i, s) in self.shared.states.iter().enumerate() {
             s.store(FREE, Ordering::SeqCst);
+            self.shared.free.push(i as u32);
         }
         self.state.set(RunState::Idle);
         Ok(())
@@ -397,7 +409,11 @@ impl FrameSource for SimSource {
 
     fn next_event(&self, timeout: Option<Duration>) -> Result<Event<'_>> {
         if let Some(cookie) = self.tx_done.borrow_mut().pop_front() {
-            return Ok(Event::TxDone { slot: 0, cookie });
+            return Ok(Event::TxDone {
+                slot: 0,
+                cookie,
+                failed: false,
+            });
         }
         match self.state.get() {
             RunState::Streaming => {}
@@ -604,13 +620,11 @@ impl Producer {
         let sh = self.shared.clone();
         let c = &sh.counters;
         let ring = &sh.ring;
-        let nslots = ring.nr_slots();
         let slot_bytes = ring.slot_bytes();
         let nchunks = slot_bytes / self.chunk_bytes;
         let period_ns = self.period.as_nanos().min(u64::MAX as u128) as u64;
         let frame_ns = period_ns * nchunks as u64;
         let mut t_next = now_ns();
-        let mut cursor = 0u32;
         let mut pending_drops: u64 = 0;
         let mut seq: u64 = 0;
         loop {
@@ -650,17 +664,14 @@ impl Producer {
             let fault_drop = every(self.faults.drop_every, seq)
                 || (self.faults.drop_probability > 0.0
                     && self.rng.next_f64() < self.faults.drop_probability);
-            // Drop at source is decided at frame start. Slots go to the engine
-            // in chain order (descriptor credits, as the module grants them):
-            // the next slot in the chain must be FREE, even if a later one is.
+            // Drop at source is decided at frame start: the next FREE slot in
+            // the order the application released them, or drop.
             let slot = if fault_drop {
                 inc(&c.drops_fault);
                 None
-            } else if sh.states[cursor as usize]
-                .compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                Some(cursor)
+            } else if let Some(s) = sh.free.pop() {
+                sh.states[s as usize].store(FILLING, Ordering::Relaxed);
+                Some(s)
             } else {
                 inc(&c.drops_no_slot);
                 None
@@ -686,7 +697,7 @@ impl Producer {
             for chunk in 0..nchunks {
                 t_next += period_ns;
                 if !self.sleep_until(t_next) {
-                    sh.states[slot as usize].store(FREE, Ordering::Release);
+                    // Stopped mid-frame; stop() resets every slot.
                     return;
                 }
                 let off = chunk * self.chunk_bytes;
@@ -747,11 +758,12 @@ impl Producer {
             if self.push(ev) {
                 inc(&c.frames);
             } else {
+                // Event lost (never expected: the queue holds every event the
+                // slots can produce). The slot stays out of use until restart.
                 sh.states[slot as usize].store(FREE, Ordering::Release);
             }
             pending_drops = 0;
             seq += 1;
-            cursor = (slot + 1) % nslots;
         }
     }
 }

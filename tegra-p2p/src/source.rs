@@ -149,8 +149,13 @@ pub enum Event<'a> {
     Frame(Frame<'a>),
     /// A chunk landed.
     Chunk(ChunkEvent),
-    /// A transmit buffer was consumed; its slot is free again.
-    TxDone { slot: u32, cookie: u64 },
+    /// A transmit buffer was consumed; its slot is free again. `failed`: the
+    /// FPGA did not take it (`FPGA_P2P_EVF_TX_ERROR`).
+    TxDone {
+        slot: u32,
+        cookie: u64,
+        failed: bool,
+    },
 }
 
 /// Implemented by sources: hands a slot back to the engine.

@@ -41,6 +41,13 @@ pub const FPGA_P2P_EV_OVERFLOW: u32 = 6;
 pub const FPGA_P2P_EVF_SHORT: u32 = 1 << 0;
 pub const FPGA_P2P_EVF_CRC_MISMATCH: u32 = 1 << 1;
 pub const FPGA_P2P_EVF_LINK_ERROR: u32 = 1 << 2;
+pub const FPGA_P2P_EVF_TX_ERROR: u32 = 1 << 3;
+
+/// EV_FAULT reasons (in `fpga_p2p_event.chunk`; `.bytes` holds a detail).
+pub const FPGA_P2P_FAULT_ENGINE: u32 = 1;
+pub const FPGA_P2P_FAULT_STREAM: u32 = 2;
+pub const FPGA_P2P_FAULT_DMA_TIMEOUT: u32 = 3;
+pub const FPGA_P2P_FAULT_DEVICE_GONE: u32 = 4;
 
 pub const FPGA_P2P_NO_SLOT: u32 = 0xffff_ffff;
 

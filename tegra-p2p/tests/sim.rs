@@ -141,15 +141,13 @@ fn drop_at_source_when_the_application_holds_every_slot() {
 }
 
 #[test]
-fn holding_some_slots_stalls_the_chain_at_the_first_held_slot() {
-    // Slots go to the engine in chain order (descriptor credits): with slots
-    // k and k+1 held, the engine fills k+2 and k+3, then waits for k and drops.
+fn holding_some_slots_leaves_them_untouched_while_others_stream() {
+    // Released slots go back to the engine in release order, so a slot held
+    // for long does not hold up the others.
     let mut s = sim(4, SLOT, CHUNK, SimFaults::default());
     s.start(&fast()).unwrap();
     let a = s.next_frame(None).unwrap();
     let b = s.next_frame(None).unwrap();
-    let k = a.slot();
-    assert_eq!(b.slot(), (k + 1) % 4, "chain order");
     let held = [
         (a.slot(), slot_crc(&s, a.slot())),
         (b.slot(), slot_crc(&s, b.slot())),
@@ -157,39 +155,35 @@ fn holding_some_slots_stalls_the_chain_at_the_first_held_slot() {
     let mut t = SequenceTracker::new();
     t.observe(a.sequence(), a.dropped_before()).unwrap();
     t.observe(b.sequence(), b.dropped_before()).unwrap();
-    let mut got = Vec::new();
-    loop {
-        match s.next_frame(Some(Duration::from_millis(50))) {
-            Ok(f) => {
-                verify_test_pattern(f.data(), f.sequence(), CHUNK).unwrap();
-                t.observe(f.sequence(), f.dropped_before()).unwrap();
-                got.push(f.slot());
-            }
-            Err(Error::Timeout { .. }) => break,
-            Err(e) => panic!("{e}"),
-        }
+    let mut order = Vec::new();
+    for _ in 0..300 {
+        let f = s.next_frame(None).unwrap();
+        assert!(
+            f.slot() != a.slot() && f.slot() != b.slot(),
+            "held slot delivered again"
+        );
+        verify_test_pattern(f.data(), f.sequence(), CHUNK).unwrap();
+        t.observe(f.sequence(), f.dropped_before()).unwrap();
+        order.push(f.slot());
     }
-    assert_eq!(
-        got,
-        vec![(k + 2) % 4, (k + 3) % 4],
-        "the free slots, once each"
-    );
-    let c = s.counters().unwrap();
+    // The two free slots alternate, in the order they were released.
     assert!(
-        c.drops_no_slot > 0,
-        "the chain stalled at a held slot: drops"
+        order.windows(2).all(|w| w[0] != w[1]),
+        "release order: {:?}",
+        &order[..8]
     );
     for (slot, crc) in held {
         assert_eq!(slot_crc(&s, slot), crc, "held slot {slot} written");
     }
     verify_test_pattern(a.data(), a.sequence(), CHUNK).unwrap();
     verify_test_pattern(b.data(), b.sequence(), CHUNK).unwrap();
-    // Releasing the first held slot resumes the chain there.
+    // Released last, used last: b's slot comes after the ones already free.
+    let (sa, sb) = (a.slot(), b.slot());
+    drop(b);
     drop(a);
-    let f = s.next_frame(None).unwrap();
-    assert_eq!(f.slot(), k);
-    assert!(f.dropped_before() > 0);
-    t.observe(f.sequence(), f.dropped_before()).unwrap();
+    let next: Vec<u32> = (0..4).map(|_| s.next_frame(None).unwrap().slot()).collect();
+    let pos = |x: u32| next.iter().position(|&y| y == x).unwrap();
+    assert!(pos(sb) < pos(sa), "released b before a: {next:?}");
 }
 
 #[test]

@@ -110,6 +110,17 @@ fn rust_constants() -> BTreeMap<&'static str, u64> {
             FPGA_P2P_EVF_CRC_MISMATCH.into(),
         ),
         ("FPGA_P2P_EVF_LINK_ERROR", FPGA_P2P_EVF_LINK_ERROR.into()),
+        ("FPGA_P2P_EVF_TX_ERROR", FPGA_P2P_EVF_TX_ERROR.into()),
+        ("FPGA_P2P_FAULT_ENGINE", FPGA_P2P_FAULT_ENGINE.into()),
+        ("FPGA_P2P_FAULT_STREAM", FPGA_P2P_FAULT_STREAM.into()),
+        (
+            "FPGA_P2P_FAULT_DMA_TIMEOUT",
+            FPGA_P2P_FAULT_DMA_TIMEOUT.into(),
+        ),
+        (
+            "FPGA_P2P_FAULT_DEVICE_GONE",
+            FPGA_P2P_FAULT_DEVICE_GONE.into(),
+        ),
         ("FPGA_P2P_NO_SLOT", FPGA_P2P_NO_SLOT.into()),
         ("FPGA_P2P_IOC_MAGIC", FPGA_P2P_IOC_MAGIC.into()),
         ("FPGA_P2P_IOC_INFO", ioc::INFO.into()),

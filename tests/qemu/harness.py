@@ -234,6 +234,8 @@ def report(args):
         problems.append("the guest never reached the init script (no @@plan)")
     if done is None:
         problems.append("the guest did not finish (crash, panic or hang: no @@done)")
+    if args.stalled:
+        problems.append(f"the host stopped QEMU: {args.stalled}")
     if args.qemu_status not in (0, None):
         problems.append(f"QEMU exited with status {args.qemu_status}"
                         + (" (host time limit)" if args.qemu_status in (124, 137) else ""))
@@ -300,6 +302,57 @@ def report(args):
     return 0 if ok else 1
 
 
+# run.sh --selftest: the suite, and what the kernel must have reported during it
+# (tests/qemu/selftest/ commits one bug per suite); None: no report allowed.
+SELFTEST = {
+    "stream": None,
+    "ownership": ("lockdep", r"WARNING: possible circular locking dependency"),
+    "revocation": ("KASAN", r"BUG: KASAN: slab-out-of-bounds"),
+    "crash": ("atomic sleep", r"BUG: (sleeping function called from invalid context|scheduling while atomic)"),
+    "badinput": None,
+    "duplex": ("DMA-API debug", r"DMA-API: .*different size"),
+    "kmemleak": ("kmemleak", r"unreferenced object 0x"),
+}
+
+
+def selftest(args):
+    """Did every detector fire where the broken module provoked it, and only there?"""
+    segments, current = {}, None
+    for line in read_lines(args.console):
+        m = MARK.search(line)
+        if m:
+            current = m.group(2) if m.group(1) == "begin" else None
+            segments.setdefault(current, [])
+            continue
+        if current:
+            segments[current].append(line)
+    _plan, done, suites, _order = parse_results(read_lines(args.results))
+    passed = failed = 0
+    for seg, expect in SELFTEST.items():
+        lines = segments.get(seg)
+        reports = [l for l in lines or [] if REPORT.search(l) and not NOT_REPORT.search(l)]
+        if lines is None:
+            ok, why = False, "segment missing from the kernel log"
+        elif expect is None:
+            ok = not reports
+            why = "no report, as expected" if ok else f"unexpected report: {reports[0].strip()}"
+        else:
+            name, pattern = expect
+            hit = [l for l in reports if re.search(pattern, l)]
+            ok = bool(hit)
+            why = f"{name}: {hit[0].strip()}" if ok else f"{name} did not report"
+        if seg in suites and (suites[seg]["end"] or {}).get("unload") != "ok":
+            ok, why = False, why + "; module unload failed"
+        print(f"  {'PASS' if ok else 'FAIL'} {seg:<11} {why}")
+        passed += ok
+        failed += not ok
+    if done is None:
+        print("  FAIL the guest did not finish")
+        failed += 1
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -318,7 +371,13 @@ def main():
     r.add_argument("--qemu-s", type=float, default=None)
     r.add_argument("--boot-s", type=float, default=None)
     r.add_argument("--qemu-status", type=int, default=None)
+    r.add_argument("--stalled", default=None)
+    t = sub.add_parser("selftest")
+    t.add_argument("--console", required=True)
+    t.add_argument("--results", required=True)
     args = ap.parse_args()
+    if args.cmd == "selftest":
+        return selftest(args)
     if args.cmd == "cpio":
         write_cpio(args.staging, args.out)
         return 0

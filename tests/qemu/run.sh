@@ -4,6 +4,7 @@
 #
 #   bash tests/qemu/run.sh --kernel debian|debug --suite NAME|all [--keep] [--timeout S]
 #   bash tests/qemu/run.sh --kernel debian --suite shell    # interactive guest
+#   bash tests/qemu/run.sh --kernel debug --selftest         # the detectors fire?
 #   bash tests/qemu/run.sh --list                            # the suites
 #
 # Writes target/qemu/<kernel>-<suite>.json (and <kernel>-all.json for all), the
@@ -22,12 +23,13 @@ top=$(cd "$here/../.." && pwd)
 
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
-kernel='' suite='' keep=0 host_timeout=''
+kernel='' suite='' keep=0 host_timeout='' selftest=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=${2:-}; shift 2 ;;
 	--suite) suite=${2:-}; shift 2 ;;
 	--keep) keep=1; shift ;;
+	--selftest) selftest=1; suite=selftest; shift ;;
 	--timeout) host_timeout=${2:-}; shift 2 ;;
 	--list) sh "$here/guest-init.sh" --list; exit 0 ;;
 	-h | --help) usage ;;
@@ -47,6 +49,14 @@ done < <(sh "$here/guest-init.sh" --list)
 case $suite in
 all) suites=("${all_suites[@]}") ;;
 shell) suites=() ;;
+selftest)
+	# A deliberately broken module and program (tests/qemu/selftest/): every
+	# suite but stream commits one kind of kernel bug.
+	[ "$selftest" = 1 ] || die "use --selftest"
+	[ "$kernel" = debug ] || die "--selftest needs the debug kernel's detectors"
+	suites=(stream ownership revocation crash badinput duplex)
+	export RADAR_KMOD_DIR="$here/selftest" RADAR_SUITE_BIN="$here/selftest/p2p-suite"
+	;;
 *)
 	[ -n "${limit_of[$suite]:-}" ] || die "no suite '$suite' (have: ${all_suites[*]} all shell)"
 	suites=("$suite")
@@ -162,7 +172,9 @@ log "initramfs: $(du -h "$work/initramfs.cpio" | cut -f1)"
 # detectors get 60 s instead of ~20 s, so that they report bugs, not load.
 cmdline="console=ttyS0,115200 panic=-1 printk.devkmsg=on"
 cmdline+=" rcupdate.rcu_cpu_stall_timeout=60 watchdog_thresh=30"
-cmdline+=" radar.suite=$suite"
+guest_suite=$suite
+[ "$suite" = selftest ] && guest_suite=$(IFS=,; echo "${suites[*]}")
+cmdline+=" radar.suite=$guest_suite"
 qemu=(qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nodefaults -no-user-config
 	-display none -no-reboot -kernel "$kimage" -initrd "$work/initramfs.cpio")
 
@@ -185,18 +197,40 @@ timeout -k 10 "$host_timeout" "${qemu[@]}" -append "$cmdline" \
 qemu_pid=$!
 trap 'kill "$qemu_pid" 2>/dev/null || true' EXIT
 
-# Follow the result channel while QEMU runs: progress and the boot time.
-boot_s=''
+# Follow the result channel while QEMU runs: progress, the boot time, and a
+# watchdog. The guest limits each program itself; if the guest makes no
+# progress at all (a kernel hang, a program stuck in the kernel) for the
+# running step's limit plus a margin, QEMU is stopped rather than waiting for
+# the whole run's limit.
+boot_s='' stalled=''
+step='boot' deadline=$((SECONDS + 300))
 exec 3< <(tail -n +1 -F --pid="$qemu_pid" "$results_log" 2>/dev/null)
-while IFS= read -r line <&3; do
-	line=${line%$'\r'}
-	case $line in
-	@@plan*)
-		boot_s=$((SECONDS - t_boot))
-		log "guest up after ${boot_s} s: ${line#@@plan }"
-		;;
-	@@begin* | @@end* | @@kmemleak* | @@done*) log "$((SECONDS - t_boot)) s: ${line#@@}" ;;
-	esac
+while :; do
+	if IFS= read -r -t 5 line <&3; then
+		line=${line%$'\r'}
+		case $line in
+		@@plan*)
+			boot_s=$((SECONDS - t_boot))
+			log "guest up after ${boot_s} s: ${line#@@plan }"
+			step='between suites' deadline=$((SECONDS + 300))
+			;;
+		@@begin*)
+			log "$((SECONDS - t_boot)) s: ${line#@@}"
+			step="suite ${line#@@begin }"
+			deadline=$((SECONDS + ${limit_of[${line#@@begin }]:-600} + 120))
+			;;
+		@@end* | @@done* | @@kmemleak*)
+			log "$((SECONDS - t_boot)) s: ${line#@@}"
+			step="the step after ${line#@@}" deadline=$((SECONDS + 600))
+			;;
+		esac
+	elif [ $? -le 128 ]; then
+		break # end of file: QEMU is gone
+	elif [ -z "$stalled" ] && [ "$SECONDS" -gt "$deadline" ]; then
+		stalled="no progress from the guest for too long during $step (hang)"
+		log "$stalled: stopping QEMU"
+		kill "$qemu_pid" 2>/dev/null || true
+	fi
 done
 exec 3<&-
 qemu_status=0
@@ -210,7 +244,7 @@ set +e
 python3 "$here/harness.py" report --kernel "$kernel" --suite "$suite" \
 	--suites "${suites[*]}" --console "$console_log" --results "$results_log" \
 	--outdir "$outdir" --duration-s "$duration" --qemu-s "$qemu_s" ${boot_s:+--boot-s "$boot_s"} \
-	--qemu-status "$qemu_status" >"$outdir/$name.summary"
+	--qemu-status "$qemu_status" ${stalled:+--stalled "$stalled"} >"$outdir/$name.summary"
 status=$?
 set -e
 if [ "$status" -ne 0 ]; then
@@ -220,11 +254,17 @@ if [ "$status" -ne 0 ]; then
 fi
 if [ "$keep" -eq 1 ]; then
 	log "kept $work; boot it by hand with:"
-	printf '  %q' "${qemu[@]}" -append "${cmdline/radar.suite=$suite/radar.suite=shell}" -serial mon:stdio -serial "file:$work/shell.results"
+	printf '  %q' "${qemu[@]}" -append "${cmdline/radar.suite=$guest_suite/radar.suite=shell}" -serial mon:stdio -serial "file:$work/shell.results"
 	echo
 else
 	rm -rf "$work"
 fi
 echo "$kernel kernel, suite $suite: results in $outdir/$kernel-*.json"
 cat "$outdir/$name.summary"
+if [ "$suite" = selftest ]; then
+	# The suites above were meant to fail; what counts is why.
+	echo "--- self-test: each detector must have fired in its suite"
+	python3 "$here/harness.py" selftest --console "$console_log" --results "$results_log"
+	exit $?
+fi
 exit "$status"

@@ -29,13 +29,17 @@
  *              the file already has one; TX_SUBMIT: the slot is in flight
  *   EALREADY   START on a running ring, STOP on a stopped one
  *   EFAULT     bad user pointer; ring memory not mapped or not writable
- *   ENOMEM     out of memory, or a ring larger than the limits in INFO
- *   EIO        the ring's memory was revoked (EV_REVOKED) or its engine
- *              faulted (EV_FAULT); only STOP, START (after a fault) and
- *              UNREGISTER remain useful
+ *   ENOMEM     out of memory or pinnable memory
+ * (rings beyond the limits in INFO, or not a multiple of slot_align, are
+ * EINVAL)
+ *   EIO        the ring's memory was revoked (EV_REVOKED: only UNREGISTER
+ *              remains) or its engine faulted (EV_FAULT: STOP or START
+ *              recover capture, transmit needs a new REGISTER); read() and
+ *              WAIT return it once the queue is empty
  *   ENODEV     the device was removed; only close() remains useful
  *   EAGAIN     read() with O_NONBLOCK and no event queued
- *   ETIMEDOUT  read() or WAIT: no event within the timeout
+ *   ETIMEDOUT  read() or WAIT: no event within the timeout; STOP: the
+ *              engine did not stop within 500 ms (counted in dma_timeouts)
  *   EINTR      interrupted by a signal
  * poll(): EPOLLIN when events are queued; EPOLLERR while a ring of the file is
  * revoked or faulted or the device is gone; EPOLLHUP when the device is gone.
@@ -78,6 +82,16 @@ struct fpga_p2p_info {
 #define FPGA_P2P_DIR_C2H		0	/* capture: card to host */
 #define FPGA_P2P_DIR_H2C		1	/* transmit: host to card */
 
+/*
+ * REGISTER: addr and slot_bytes multiples of slot_align, slot_bytes <=
+ * max_slot_bytes, 2 <= nr_slots <= max_slots for capture (1 for transmit),
+ * the whole ring at most 1 GiB. Capture: chunk_bytes 0 (one chunk per slot)
+ * or a multiple of slot_align dividing slot_bytes, at most
+ * max_chunks_per_frame chunks; transmit: chunk_bytes 0. The memory must be
+ * mapped writable by the calling process; it stays pinned until UNREGISTER,
+ * close or revocation. Capture and transmit rings of one file must not
+ * overlap.
+ */
 struct fpga_p2p_ring {
 	__u64 addr;			/* user virtual address, slot-aligned */
 	__u64 slot_bytes;		/* bytes per slot, slot-aligned */
@@ -96,6 +110,12 @@ struct fpga_p2p_ring {
 /* fpga_p2p_start.flags */
 #define FPGA_P2P_START_CHUNK_EVENTS	(1U << 0)	/* an event per chunk too */
 
+/*
+ * START (capture rings): playback_frames is 1..max_playback_frames for
+ * FPGA_P2P_SRC_PLAYBACK (and slot_bytes must fit a playback frame), 0
+ * otherwise; event_timeout_ms at most 3600000. Slots the application holds
+ * stay held; all others go to the engine.
+ */
 struct fpga_p2p_start {
 	__u32 handle;			/* a capture ring */
 	__u32 source;			/* FPGA_P2P_SRC_* */
@@ -146,6 +166,22 @@ struct fpga_p2p_tx {
 #define FPGA_P2P_FAULT_DMA_TIMEOUT	3	/* engine did not stop in time */
 #define FPGA_P2P_FAULT_DEVICE_GONE	4	/* device removed */
 
+/*
+ * One event. Fields by type (others are zero; slot is FPGA_P2P_NO_SLOT
+ * where there is none):
+ *   EV_FRAME    slot (now the application's), sequence, timestamp_ns,
+ *               bytes (valid bytes), crc32, flags, dropped
+ *   EV_CHUNK    slot (still the engine's: read-only), chunk, bytes (chunk
+ *               size); only with FPGA_P2P_START_CHUNK_EVENTS
+ *   EV_TX_DONE  slot (free again), bytes, cookie, flags (EVF_TX_ERROR if the
+ *               packet was not sent)
+ *   EV_REVOKED  handle: the ring's memory went away; the ring only awaits
+ *               UNREGISTER
+ *   EV_FAULT    chunk = FPGA_P2P_FAULT_*, bytes = detail (engine status);
+ *               capture stopped (STOP or START recovers), transmit stopped
+ *               (re-register)
+ *   EV_OVERFLOW dropped = events lost because the queue was full
+ */
 struct fpga_p2p_event {
 	__u32 type;			/* FPGA_P2P_EV_* */
 	__u32 handle;			/* ring the event belongs to */
@@ -164,7 +200,9 @@ struct fpga_p2p_event {
 /*
  * The frame wait of a real-time loop in one system call: release a slot the
  * application owns (if release_slot is not FPGA_P2P_NO_SLOT), then wait for
- * the next event. Same errors as read(); -ETIMEDOUT after timeout_ms.
+ * the next event. If the release fails, WAIT returns that error without
+ * waiting. Otherwise the same errors as read(); -ETIMEDOUT after timeout_ms
+ * (at most 3600000).
  */
 #define FPGA_P2P_NO_SLOT		0xffffffffU
 

@@ -27,6 +27,9 @@ pub struct Opts {
     /// How long to hold every slot, ms.
     #[arg(long, default_value_t = 200)]
     pub hold_ms: u64,
+    /// Frames to stream through the free slots while some are held.
+    #[arg(long, default_value_t = 200)]
+    pub frames_while_holding: u64,
 }
 
 pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
@@ -104,7 +107,7 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
             d2.drops_no_slot + d2.drops_fault - base
         );
         drop(f);
-        // 3. Hold some (all but two), stream through the rest until the chain stalls.
+        // 3. Hold some (all but two), stream through the rest.
         let keep = (o.slots - 2) as usize;
         let held: Vec<Frame<'_>> = (0..keep)
             .map(|_| src.next_frame(None))
@@ -119,39 +122,18 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
             common::verify_frame(f, chunk, &mut t)?;
             out.frames_verified += 1;
         }
-        // Slots go to the engine in chain order: it fills the free ones once,
-        // then reaches the first held slot and drops until that is released.
-        let d0 = src.counters().ctx("counters")?;
-        let mut delivered = 0u32;
-        loop {
-            match src.next_frame(Some(Duration::from_millis(o.hold_ms))) {
-                Ok(f) => {
-                    ensure!(
-                        !held_slots.contains(&f.slot()),
-                        "cycle {cycle}: slot {} delivered while the application holds it",
-                        f.slot()
-                    );
-                    common::verify_frame(&f, chunk, &mut t)?;
-                    out.frames_verified += 1;
-                    delivered += 1;
-                    ensure!(
-                        delivered <= o.slots - keep as u32,
-                        "cycle {cycle}: {delivered} frames delivered past a held slot in the chain"
-                    );
-                }
-                Err(tegra_p2p::Error::Timeout { .. }) => break,
-                Err(e) => return Err(format!("cycle {cycle}: wait while holding some: {e}")),
-            }
+        // Released slots go back to the engine in release order, so the held
+        // ones do not hold up the others: frames keep flowing through the rest.
+        for _ in 0..o.frames_while_holding {
+            let f = src.next_frame(None).ctx("wait while holding some")?;
+            ensure!(
+                !held_slots.contains(&f.slot()),
+                "cycle {cycle}: slot {} delivered while the application holds it",
+                f.slot()
+            );
+            common::verify_frame(&f, chunk, &mut t)?;
+            out.frames_verified += 1;
         }
-        let d1 = src.counters().ctx("counters")?;
-        ensure!(
-            delivered >= 1,
-            "cycle {cycle}: no frame delivered into the free slots"
-        );
-        ensure!(
-            d1.drops_no_slot > d0.drops_no_slot,
-            "cycle {cycle}: no drop counted while the chain waited for a held slot"
-        );
         for (s, h) in held_slots.iter().zip(&hashes) {
             ensure!(
                 slot_hash(src.ring(), *s) == *h,
@@ -167,10 +149,6 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
         let f = src.next_frame(None).ctx("wait after releasing some")?;
         common::verify_frame(&f, chunk, &mut t)?;
         out.frames_verified += 1;
-        ensure!(
-            f.dropped_before() > 0,
-            "cycle {cycle}: drops not reported after the stall"
-        );
         drop(f);
         eprintln!(
             "ownership: cycle {cycle} ok ({} verified, {} dropped so far)",

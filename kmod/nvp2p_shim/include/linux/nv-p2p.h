@@ -40,13 +40,18 @@
 #define NVIDIA_P2P_MINOR_VERSION(v) \
 	(((v) & NVIDIA_P2P_MINOR_VERSION_MASK))
 
+static inline bool nvidia_p2p_version_compatible(u32 have, u32 want)
+{
+	return NVIDIA_P2P_MAJOR_VERSION(have) == NVIDIA_P2P_MAJOR_VERSION(want) &&
+	       NVIDIA_P2P_MINOR_VERSION(have) >= NVIDIA_P2P_MINOR_VERSION(want);
+}
+
+/* Does the struct at p (with a version field) have a layout v can use? */
 #define NVIDIA_P2P_MAJOR_VERSION_MATCHES(p, v) \
 	(NVIDIA_P2P_MAJOR_VERSION((p)->version) == NVIDIA_P2P_MAJOR_VERSION(v))
 
 #define NVIDIA_P2P_VERSION_COMPATIBLE(p, v) \
-	(NVIDIA_P2P_MAJOR_VERSION_MATCHES(p, v) && \
-	 (NVIDIA_P2P_MINOR_VERSION((p)->version) >= \
-	  (NVIDIA_P2P_MINOR_VERSION(v))))
+	nvidia_p2p_version_compatible((p)->version, v)
 
 enum nvidia_p2p_page_size_type {
 	NVIDIA_P2P_PAGE_SIZE_4KB = 0,

@@ -25,8 +25,8 @@
  * which lockdep orders after fs_reclaim; that is why nothing allocates with
  * hw_lock, irq_lock, ring.lock or ev_lock held.
  */
-#ifndef FPGA_P2P_H
-#define FPGA_P2P_H
+#ifndef FPGA_P2P_DRV_H
+#define FPGA_P2P_DRV_H
 
 #include <linux/atomic.h>
 #include <linux/completion.h>
@@ -34,7 +34,9 @@
 #include <linux/interrupt.h>
 #include <linux/io.h>
 #include <linux/kref.h>
+#include <linux/miscdevice.h>
 #include <linux/mutex.h>
+#include <linux/sizes.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
@@ -48,8 +50,8 @@
 
 /* Limits reported by INFO. */
 #define FP_MAX_SLOTS			64
-#define FP_MAX_SLOT_BYTES		(64ULL << 20)
-#define FP_MAX_RING_BYTES		(1ULL << 30)
+#define FP_MAX_SLOT_BYTES		SZ_64M
+#define FP_MAX_RING_BYTES		SZ_1G
 #define FP_MAX_CHUNKS			256
 
 /* A descriptor with the COMPLETED bit at least this often (credit top-up). */
@@ -140,8 +142,9 @@ struct fp_model;
 struct fp_dev {
 	struct kref ref;
 	struct device *dev;		/* DMA device: PCI function or model */
-	struct device *node;		/* /dev/fpga-p2pN */
-	int minor;
+	struct miscdevice misc;		/* /dev/fpga-p2pN */
+	char name[16];
+	int index;			/* N */
 	void __iomem *bar[FP_BARS];
 	struct fp_model *model;
 	int irq;
@@ -335,7 +338,6 @@ struct fp_dev *fp_dev_create(struct device *dev, int irq, bool irq_shared,
 			     void __iomem * const *bars, struct fp_model *model);
 void fp_dev_destroy(struct fp_dev *fdev);
 void fp_dev_put(struct fp_dev *fdev);
-struct fp_dev *fp_dev_get_minor(unsigned int minor);
 void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c);
 
 /* fp_fops.c */
@@ -361,7 +363,7 @@ irqreturn_t fp_irq(int irq, void *data);
 int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s);
 int fp_c2h_stop(struct fp_ring *ring);
 int fp_h2c_start(struct fp_ring *ring);
-void fp_engine_stop(struct fp_ring *ring);
+int fp_engine_stop(struct fp_ring *ring);
 int fp_release_slot(struct fp_ring *ring, u32 slot);
 int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx);
 
@@ -370,4 +372,4 @@ int fp_model_init(unsigned int count);
 void fp_model_exit(void);
 #endif
 
-#endif /* FPGA_P2P_H */
+#endif /* FPGA_P2P_DRV_H */
