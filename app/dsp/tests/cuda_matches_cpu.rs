@@ -381,7 +381,14 @@ fn launch_options_match_the_cpu_reference() {
         assert!(worst.cut > 0, "{text}: no frame went over the cap");
         assert!(worst.detections > 30, "{text}: too few detections");
     }
-    assert!(CudaOptions::parse("pdl=maybe").is_err());
+    let wrong = CudaOptions {
+        cfar_tile: (0, 0),
+        ..CudaOptions::default()
+    };
+    assert!(matches!(
+        CudaBackend::with_options(&ChainConfig::default(), &wrong),
+        Err(DspError::Config { .. })
+    ));
 }
 
 /// A frame in a prepared mapped slot gives bit-identical results to the

@@ -392,6 +392,41 @@ const _: () = assert!(std::mem::size_of::<pipeline::OutHeader>() == 16);
 mod tests {
     use super::*;
 
+    /// Launch options parse to what they say; anything the kernels cannot
+    /// take is an error naming the option, never a panic later.
+    #[test]
+    fn options_parse_and_validate() {
+        let o = CudaOptions::parse("pdl=off, select=kernel,cfar=32x16,unroll=2,split=4")
+            .expect("valid options");
+        assert_eq!(o.pdl, Some(false));
+        assert_eq!(o.select, SelectAt::Kernel);
+        assert_eq!(o.cfar_tile, (32, 16));
+        assert_eq!((o.convert_unroll, o.power_split), (2, 4));
+        assert_eq!(
+            CudaOptions::parse("").expect("empty"),
+            CudaOptions::default()
+        );
+        assert!(CudaOptions::default().validate().is_ok());
+        for bad in [
+            "pdl=maybe",
+            "select=cfar",
+            "cfar=0x32",
+            "cfar=33x33",
+            "cfar=8x3",
+            "cfar=8",
+            "split=3",
+            "unroll=16",
+            "unroll=-1",
+            "x",
+            "pdl",
+        ] {
+            match CudaOptions::parse(bad) {
+                Err(DspError::Config { key, .. }) => assert!(key.starts_with("cuda options")),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
     /// NVRTC needs no GPU: where libnvrtc loads, the kernels must compile
     /// for Orin (sm_87) and Hopper (sm_90) with the default and a custom
     /// configuration. Set RADAR_PTX_DIR to keep the PTX (for ptxas -v).

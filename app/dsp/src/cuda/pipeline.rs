@@ -110,27 +110,39 @@ impl CudaOptions {
                     let (d, r) = tile.split_once('x').ok_or_else(bad)?;
                     let d: usize = d.parse().map_err(|_| bad())?;
                     let r: usize = r.parse().map_err(|_| bad())?;
-                    if d == 0 || r == 0 || d * r > 1024 || (d * r) % 32 != 0 {
-                        return Err(bad());
-                    }
                     o.cfar_tile = (d, r);
                 }
-                ("split", n) => {
-                    o.power_split = match n.parse() {
-                        Ok(u @ (1 | 2 | 4 | 8 | 16)) => u,
-                        _ => return Err(bad()),
-                    };
-                }
-                ("unroll", n) => {
-                    o.convert_unroll = match n.parse() {
-                        Ok(u @ (1 | 2 | 4 | 8)) => u,
-                        _ => return Err(bad()),
-                    };
-                }
+                ("split", n) => o.power_split = n.parse().map_err(|_| bad())?,
+                ("unroll", n) => o.convert_unroll = n.parse().map_err(|_| bad())?,
                 _ => return Err(bad()),
             }
         }
+        o.validate()?;
         Ok(o)
+    }
+
+    /// The kernels' limits on the shape choices.
+    pub fn validate(&self) -> Result<(), DspError> {
+        let (d, r) = self.cfar_tile;
+        if d == 0 || r == 0 || d * r > 1024 || (d * r) % 32 != 0 {
+            return Err(DspError::config(
+                "cuda options cfar",
+                format!("a {d}x{r} tile: one thread a cell, whole warps, at most 1024"),
+            ));
+        }
+        if !matches!(self.convert_unroll, 1 | 2 | 4 | 8) {
+            return Err(DspError::config(
+                "cuda options unroll",
+                format!("{} (1, 2, 4 or 8)", self.convert_unroll),
+            ));
+        }
+        if !matches!(self.power_split, 1 | 2 | 4 | 8 | 16) {
+            return Err(DspError::config(
+                "cuda options split",
+                format!("{} (1, 2, 4, 8 or 16)", self.power_split),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -333,6 +345,7 @@ impl Pipeline {
         let g = &cfg.geometry;
         let c = &cfg.cfar;
         let max_det = cfg.chain.max_detections;
+        opts.validate()?;
         if g.n_samples < 4 {
             return Err(DspError::config(
                 "geometry.n_samples",
