@@ -21,6 +21,21 @@ cp target/release/radar-dsp "$DEST/radar-dsp"
 cp "$(exe cuda_matches_cpu test)" "$DEST/cuda_matches_cpu"
 cp "$(exe radar_dsp lib)" "$DEST/radar_dsp_unit"
 strip "$DEST/radar-dsp" "$DEST/cuda_matches_cpu" "$DEST/radar_dsp_unit"
-cp "$(dirname "$0")/run.sh" "$DEST/run.sh"
+cp "$(dirname "$0")/run.sh" "$(dirname "$0")/ncu_table.py" "$DEST/"
+# Optional: cubins of the default configuration's kernels for run.sh to
+# disassemble there (cuobjdump), when NVRTC and ptxas are at hand here
+# (CUDA_TOOLS: a pip nvidia-cuda-nvrtc-cu12 / nvidia-cuda-nvcc-cu12 tree).
+rm -rf "$DEST/sass"
+TOOLS=${CUDA_TOOLS:-/work/cache/cudatools/nvidia}
+if [ -x "$TOOLS/cuda_nvcc/bin/ptxas" ] && [ -d "$TOOLS/cuda_nvrtc/lib" ]; then
+  PTX=$(mktemp -d)
+  LD_LIBRARY_PATH="$TOOLS/cuda_nvrtc/lib:${LD_LIBRARY_PATH:-}" RADAR_PTX_DIR="$PTX" \
+    "$DEST/radar_dsp_unit" kernels_compile_with_nvrtc >/dev/null
+  mkdir -p "$DEST/sass"
+  for a in 90 87; do
+    "$TOOLS/cuda_nvcc/bin/ptxas" -arch=sm_$a -O3 "$PTX/default_sm$a.ptx" -o "$DEST/sass/default_sm$a.cubin"
+  done
+  rm -rf "$PTX"
+fi
 git rev-parse HEAD > "$DEST/COMMIT"
 du -sh "$DEST"

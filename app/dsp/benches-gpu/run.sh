@@ -1,19 +1,27 @@
 #!/bin/bash
 # Device run for the CUDA backend: environment, correctness tests (with
-# RADAR_REQUIRE_CUDA=1, so nothing can skip), then the benchmark REPS times.
+# RADAR_REQUIRE_CUDA=1, so nothing can skip), then the benchmark REPS times
+# with the default launch options, then once per entry of VARIANTS (launch
+# options for RADAR_CUDA_OPTIONS, e.g. VARIANTS="pdl=off select=kernel"),
+# then once with the bundle in BASE (another prepare.sh bundle, for a
+# comparison on the same machine), then once per entry of EXP_VARIANTS with
+# the bundle in EXP (an experimental build).
 # Usage on the GPU machine: bash .device-bin/cuda/run.sh [radar-dsp bench args...]
-# (prepare.sh builds the bundle here). Logs and JSON go to $OUT.
+# (prepare.sh builds the bundle here). The logs and JSON files are packed
+# into $OUT/cuda-run.tgz (the device tool returns at most 8 files); the
+# summary table is printed last.
 set -u
 B=$(dirname "$0")
 OUT=${OUT:-/tmp/out}
+LOG=$(mktemp -d /tmp/cuda-run.XXXXXX)
 mkdir -p "$OUT"
 {
 echo "== bundle commit $(cat "$B/COMMIT" 2>/dev/null)"
 echo "== device"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
-echo "== ldconfig"; ldconfig -p | grep -E "libcuda\.|libnvrtc|libcufft" 
+echo "== ldconfig"; ldconfig -p | grep -E "libcuda\.|libnvrtc|libcufft"
 echo "== files"; find /usr/local /usr/lib /opt -xdev \( -name 'libnvrtc.so*' -o -name 'libcufft.so*' -o -name 'libcuda.so*' \) 2>/dev/null | grep -v stubs | head -30
-} > "$OUT/env.txt" 2>&1
-head -3 "$OUT/env.txt"
+} > "$LOG/env.txt" 2>&1
+head -3 "$LOG/env.txt"
 # cudarc (cuda-12060 names) tries libnvrtc.so, .so.12, .so.11 ...; CUDA 13 ships .so.13:
 # give it unversioned links to whatever is installed.
 mkdir -p /tmp/culibs
@@ -26,18 +34,70 @@ done
 export LD_LIBRARY_PATH=/tmp/culibs:${LD_LIBRARY_PATH:-}
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 export RADAR_REQUIRE_CUDA=1
-echo "== unit tests (cuda, select)"
-"$B/radar_dsp_unit" cuda select 2>&1 | tee "$OUT/unit.log" | grep -E "^test |test result"
-echo "== cuda vs cpu"
-"$B/cuda_matches_cpu" --test-threads=1 --nocapture > "$OUT/tests.log" 2>&1; echo "tests rc=$?" | tee -a "$OUT/tests.log"
-grep -E "^test |test result|matched|panicked|Worst|^[a-z0-9-]+: Worst" "$OUT/tests.log" | cut -c1-400 | head -40
-for rep in ${REPS:-1 2}; do
-  echo "== bench run $rep"
-  "$B/radar-dsp" bench --backend cuda --json "$OUT/bench-$rep.json" "$@" > "$OUT/bench-$rep.log" 2>&1; echo "bench rc=$?" >> "$OUT/bench-$rep.log"
-  cat "$OUT/bench-$rep.log"
-done
-if [ -n "${NCU:-}" ] && command -v ncu >/dev/null; then
-  echo "== ncu kernel durations"
-  ncu --clock-control none --metrics gpu__time_duration.sum -c 45 "$B/radar-dsp" bench --backend cuda --frames 2 --warmup 0 --slots 1 --stage-reps 1 > "$OUT/ncu.log" 2>&1
-  grep -E "^  [a-zA-Z_0-9]+.*\(|gpu__time_duration" "$OUT/ncu.log" | paste - - | awk '{print $1, $(NF)}' | tail -30
+pack() { tar czf "$OUT/cuda-run.tgz" -C "$LOG" . 2>/dev/null; }
+trap pack EXIT
+if [ -z "${SKIP_TESTS:-}" ]; then
+  echo "== unit tests (cuda, select)"
+  "$B/radar_dsp_unit" cuda select 2>&1 | tee "$LOG/unit.log" | grep -E "^test |test result"
+  echo "== cuda vs cpu"
+  "$B/cuda_matches_cpu" --test-threads=1 --nocapture > "$LOG/tests.log" 2>&1; echo "tests rc=$?" | tee -a "$LOG/tests.log"
+  grep -E "^test |test result|matched|panicked|Worst|^[a-z0-9-]+: Worst|pdl " "$LOG/tests.log" | cut -c1-400 | head -40
 fi
+bench() { # name, bundle dir, options, extra args...
+  local name=$1 dir=$2 opts=$3; shift 3
+  RADAR_CUDA_OPTIONS=$opts "$dir/radar-dsp" bench --backend cuda --json "$LOG/bench-$name.json" "$@" > "$LOG/bench-$name.log" 2>&1
+  echo "bench rc=$?" >> "$LOG/bench-$name.log"
+}
+names=()
+for rep in ${REPS:-1 2}; do
+  echo "== bench run $rep (defaults)"
+  bench "$rep" "$B" "" "$@"; names+=("$rep")
+  cat "$LOG/bench-$rep.log"
+done
+for v in ${VARIANTS:-}; do
+  n=$(echo "$v" | tr ',=' '-_')
+  echo "== bench variant $v"
+  bench "$n" "$B" "$v" "$@"; names+=("$n")
+  grep -E "GPU graph, resident|end to end, mapped|rc=" "$LOG/bench-$n.log"
+done
+for v in ${EXP_VARIANTS:-}; do
+  n=exp-$(echo "$v" | tr ',=' '-_')
+  echo "== bench $EXP variant $v"
+  bench "$n" "$EXP" "$v" "$@"; names+=("$n")
+  grep -E "GPU graph|end to end, mapped|rc=" "$LOG/bench-$n.log"
+done
+if [ -n "${BASE:-}" ]; then
+  echo "== bench base bundle $(cat "$BASE/COMMIT" 2>/dev/null)"
+  bench base "$BASE" "" "$@"; names+=(base)
+  grep -E "GPU graph, resident|end to end, mapped|rc=" "$LOG/bench-base.log"
+fi
+if [ -n "${NCU:-}" ] && command -v ncu >/dev/null; then
+  # Per-kernel GPU time and DRAM/L2 traffic with warm caches. With one slot
+  # and one frame, kernels 33-40 are a resident frame's graph, 41-48 a
+  # mapped slot's, 49-56 a resident frame's again (8 kernels a frame).
+  echo "== ncu (launches ${NCU_SKIP:-32}+${NCU_COUNT:-24})"
+  timeout 240 ncu --clock-control none --cache-control none --launch-skip "${NCU_SKIP:-32}" --launch-count "${NCU_COUNT:-24}" \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum \
+    "$B/radar-dsp" bench --backend cuda --frames 1 --warmup 0 --slots 1 --stage-reps 1 > "$LOG/ncu.log" 2>&1
+  echo "ncu rc=$?"
+  python3 "$B/ncu_table.py" "$LOG/ncu.log" | tee "$LOG/ncu-table.txt"
+fi
+if [ -d "$B/sass" ] && command -v cuobjdump >/dev/null; then
+  for c in "$B"/sass/*.cubin; do cuobjdump -sass "$c" > "$LOG/$(basename "$c" .cubin).sass" 2>&1; done
+  echo "== sass dumped: $(ls "$B"/sass)"
+fi
+{
+echo "== summary (us): run | graph resident p50 p99 | gated p50 | mapped end-to-end p50 p99.9 | stage p50s (resident)"
+for n in "${names[@]}"; do
+  python3 - "$LOG/bench-$n.json" "$n" <<'EOF' 2>/dev/null || echo "$n: no JSON"
+import json, sys
+r = json.load(open(sys.argv[1]))
+g = r["gpu_graph_resident"]; e = r["end_to_end"]
+gg = (r.get("gpu_graph_resident_gated") or {}).get("p50_us", float("nan"))
+st = " ".join(f'{s["p50_us"]:.1f}' for s in r["stages_resident"])
+gap = r.get("launch_gap") or {}
+print(f'{sys.argv[2]:<24} {g["p50_us"]:6.2f} {g["p99_us"]:6.2f} | {gg:6.2f} | {e["p50_us"]:6.1f} {e["p999_us"]:6.1f} | {st} | gap {gap.get("per_boundary_us", float("nan")):.2f}/{gap.get("per_boundary_pdl_us") or float("nan"):.2f} | k={r.get("kernels_per_frame")} pdl={r.get("pdl")}')
+EOF
+done
+} | tee "$LOG/summary.txt"
+cp "$LOG/summary.txt" "$OUT/summary.txt"

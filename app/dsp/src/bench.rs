@@ -9,10 +9,17 @@
 //!   slots in mapped pinned memory for CUDA, plain memory for the CPU;
 //! - CUDA only: the same with the frames already resident in device memory,
 //!   the GPU time of one graph replay (events around the launch) for both
-//!   inputs, the per-stage GPU time from a separate instrumented run that
+//!   inputs, once as launched and once queued behind a gate kernel that
+//!   opens after the launch is queued (device time without the host's
+//!   submission of the graph), the per-stage GPU time from a separate instrumented run that
 //!   launches the stages one by one with events between them, the kernels
 //!   per frame (kernel nodes in the captured graph), and the device-to-device
-//!   copy bandwidth for the "bytes over bandwidth" floor.
+//!   copy bandwidth for the "bytes over bandwidth" floor, and what one
+//!   kernel boundary costs in a graph (chains of empty kernels, with and
+//!   without programmatic dependent launch).
+//!
+//! `RADAR_CUDA_OPTIONS` (for experiments; see `CudaOptions::parse`) picks
+//! launch choices other than the defaults; the report names them.
 //!
 //! Percentiles are nearest-rank over the timed frames after a warm-up.
 
@@ -23,7 +30,7 @@ use serde::Serialize;
 use crate::backend::{Backend, FrameInput, SlotAddr};
 use crate::config::ChainConfig;
 use crate::cpu::CpuBackend;
-use crate::cuda::{CudaBackend, MappedHostBuffer};
+use crate::cuda::{CudaBackend, CudaOptions, MappedHostBuffer};
 use crate::detection::Detections;
 use crate::error::DspError;
 use crate::scene::{Scene, SceneGenerator, Target};
@@ -131,10 +138,27 @@ pub struct Floors {
     pub mapped_read_gbps: Option<f64>,
 }
 
+/// GPU time of one kernel boundary inside a graph, from replays of chains
+/// of empty one-warp kernels: (time of 9 kernels - time of 1) / 8.
+#[derive(Clone, Debug, Serialize)]
+pub struct LaunchGap {
+    pub chain_1_us: f64,
+    pub chain_9_us: f64,
+    pub per_boundary_us: f64,
+    /// The same with programmatic dependent launch (sm_90 and later).
+    pub chain_9_pdl_us: Option<f64>,
+    pub per_boundary_pdl_us: Option<f64>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
     pub backend: String,
     pub device: String,
+    /// CUDA launch choices (`RADAR_CUDA_OPTIONS`, empty for the defaults).
+    pub cuda_options: Option<String>,
+    /// Whether the chain used programmatic dependent launch (CUDA).
+    pub pdl: Option<bool>,
+    pub launch_gap: Option<LaunchGap>,
     pub n_tx: usize,
     pub n_rx: usize,
     pub n_loops: usize,
@@ -153,6 +177,10 @@ pub struct BenchReport {
     pub gpu_graph_mapped: Option<LatencyStats>,
     /// GPU time of one graph replay, frame resident in device memory.
     pub gpu_graph_resident: Option<LatencyStats>,
+    /// The same two with each launch queued behind a gate kernel, so that
+    /// the host's submission of the graph is not timed: device time alone.
+    pub gpu_graph_mapped_gated: Option<LatencyStats>,
+    pub gpu_graph_resident_gated: Option<LatencyStats>,
     pub stages_mapped: Vec<StageStats>,
     pub stages_resident: Vec<StageStats>,
     pub floors: Floors,
@@ -299,6 +327,9 @@ fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchRepor
     BenchReport {
         backend: backend.to_string(),
         device,
+        cuda_options: None,
+        pdl: None,
+        launch_gap: None,
         n_tx: g.n_tx,
         n_rx: g.n_rx,
         n_loops: g.n_loops,
@@ -311,6 +342,8 @@ fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchRepor
         end_to_end_resident: None,
         gpu_graph_mapped: None,
         gpu_graph_resident: None,
+        gpu_graph_mapped_gated: None,
+        gpu_graph_resident_gated: None,
         stages_mapped: Vec::new(),
         stages_resident: Vec::new(),
         floors: chain_floors(&opts.cfg),
@@ -374,9 +407,13 @@ fn mean(v: &[usize]) -> f64 {
 fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     let cfg = &opts.cfg;
     let fb = cfg.geometry.frame_bytes();
-    let mut backend = CudaBackend::new(cfg)?;
+    let option_text = std::env::var("RADAR_CUDA_OPTIONS").unwrap_or_default();
+    let cuda_opts = CudaOptions::parse(&option_text)?;
+    let mut backend = CudaBackend::with_options(cfg, &cuda_opts)?;
     let mut report = report_base(opts, "cuda", backend.device().to_string());
     report.kernels_per_frame = Some(backend.kernels_per_frame());
+    report.cuda_options = Some(option_text);
+    report.pdl = Some(backend.pdl());
 
     // The ring: one mapped pinned allocation per slot, each a different frame.
     let mut ring = Vec::with_capacity(opts.slots);
@@ -437,13 +474,33 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     report.end_to_end_resident = Some(LatencyStats::from_samples(&samples, wall));
 
     let gpu_reps = frames.min(5000);
-    let mapped = backend.graph_gpu_times(false, ring.len(), gpu_reps)?;
+    let mapped = backend.graph_gpu_times(false, ring.len(), gpu_reps, false)?;
     report.gpu_graph_mapped = Some(LatencyStats::from_samples(&mapped, 0.0));
-    let resident = backend.graph_gpu_times(true, ring.len(), gpu_reps)?;
+    let resident = backend.graph_gpu_times(true, ring.len(), gpu_reps, false)?;
     report.gpu_graph_resident = Some(LatencyStats::from_samples(&resident, 0.0));
+    let mapped = backend.graph_gpu_times(false, ring.len(), gpu_reps, true)?;
+    report.gpu_graph_mapped_gated = Some(LatencyStats::from_samples(&mapped, 0.0));
+    let resident = backend.graph_gpu_times(true, ring.len(), gpu_reps, true)?;
+    report.gpu_graph_resident_gated = Some(LatencyStats::from_samples(&resident, 0.0));
 
     report.stages_mapped = stage_stats(&backend.stage_times(Some(0), None, opts.stage_reps)?);
     report.stages_resident = stage_stats(&backend.stage_times(None, Some(0), opts.stage_reps)?);
+
+    let gap_reps = 2000;
+    let chain_1_us = backend.empty_chain_us(1, false, gap_reps)?;
+    let chain_9_us = backend.empty_chain_us(9, false, gap_reps)?;
+    let chain_9_pdl_us = if backend.device().compute_capability.0 >= 9 {
+        Some(backend.empty_chain_us(9, true, gap_reps)?)
+    } else {
+        None
+    };
+    report.launch_gap = Some(LaunchGap {
+        chain_1_us,
+        chain_9_us,
+        per_boundary_us: (chain_9_us - chain_1_us) / 8.0,
+        chain_9_pdl_us,
+        per_boundary_pdl_us: chain_9_pdl_us.map(|t| (t - chain_1_us) / 8.0),
+    });
 
     let bw = backend.copy_bandwidth_gbps(256 << 20, 20)?;
     let f = &mut report.floors;
@@ -472,6 +529,14 @@ pub fn table(r: &BenchReport) -> String {
     ));
     if let Some(k) = r.kernels_per_frame {
         s.push_str(&format!("kernels per frame (graph kernel nodes): {k}\n"));
+    }
+    if let Some(pdl) = r.pdl {
+        let o = r.cuda_options.as_deref().unwrap_or("");
+        s.push_str(&format!(
+            "options: {}; programmatic dependent launch {}\n",
+            if o.is_empty() { "defaults" } else { o },
+            if pdl { "on" } else { "off" }
+        ));
     }
     s.push_str(&format!(
         "detections per frame (mean over the slots' frames): {:.1}\n\n",
@@ -508,6 +573,18 @@ pub fn table(r: &BenchReport) -> String {
             l,
         ));
     }
+    if let Some(l) = &r.gpu_graph_mapped_gated {
+        s.push_str(&fmt_lat(
+            &format!("GPU graph behind a gate, mapped (n={})", l.frames),
+            l,
+        ));
+    }
+    if let Some(l) = &r.gpu_graph_resident_gated {
+        s.push_str(&fmt_lat(
+            &format!("GPU graph behind a gate, resident (n={})", l.frames),
+            l,
+        ));
+    }
     if !r.stages_resident.is_empty() {
         s.push_str(&format!(
             "\n{:<28} {:>12} {:>12} {:>12} {:>12}\n",
@@ -533,6 +610,16 @@ pub fn table(r: &BenchReport) -> String {
         s.push_str(&format!(
             "device copy bandwidth {bw:.0} GB/s: floor {cf:.1} us for this chain, {inf:.1} us for one read of the frame\n"
         ));
+    }
+    if let Some(g) = &r.launch_gap {
+        s.push_str(&format!(
+            "kernel boundary in a graph (empty kernels): {:.2} us (chain of 1: {:.2} us, of 9: {:.2} us)",
+            g.per_boundary_us, g.chain_1_us, g.chain_9_us
+        ));
+        if let (Some(p), Some(t)) = (g.per_boundary_pdl_us, g.chain_9_pdl_us) {
+            s.push_str(&format!("; with PDL {p:.2} us (chain of 9: {t:.2} us)"));
+        }
+        s.push('\n');
     }
     if let Some(m) = f.mapped_read_gbps {
         s.push_str(&format!(

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use radar_dsp::backend::{Backend, FrameInput, SlotAddr};
 use radar_dsp::config::ChainConfig;
 use radar_dsp::cpu::CpuBackend;
-use radar_dsp::cuda::{CudaBackend, probe};
+use radar_dsp::cuda::{CudaBackend, CudaOptions, probe};
 use radar_dsp::detection::Detections;
 use radar_dsp::error::DspError;
 use radar_dsp::scene::{Scene, SceneGenerator, Target};
@@ -333,6 +333,64 @@ fn the_cap_keeps_what_the_cpu_keeps() {
     assert!(worst.cut > 0, "no frame went over the cap");
 }
 
+/// Every launch choice gives the CPU's results: programmatic dependent
+/// launch off (what Orin's sm_87 runs), the selection over the cap in a
+/// kernel of the frame's graph instead of a second graph, other CFAR tiles,
+/// convert unrolling and power-sum splits; random scenes and scenes over
+/// the cap for each.
+#[test]
+fn launch_options_match_the_cpu_reference() {
+    if !cuda_or_skip("launch_options_match_the_cpu_reference") {
+        return;
+    }
+    for text in [
+        "pdl=off",
+        "select=kernel",
+        "pdl=off,select=kernel",
+        "cfar=8x32,unroll=8",
+        "cfar=32x16,unroll=1",
+        "split=1",
+        "split=16",
+    ] {
+        let opts = CudaOptions::parse(text).expect("options");
+        let mut worst = Worst::default();
+        let mut cap = ChainConfig::default();
+        cap.chain.max_detections = 32;
+        cap.cfar.pfa = 1e-2;
+        for (name, cfg, scenes, max_targets) in [
+            ("default", ChainConfig::default(), 30usize, 12usize),
+            ("cap 32 pfa 1e-2", cap, 4, 10),
+        ] {
+            let mut cpu = CpuBackend::new(&cfg).expect("cpu backend");
+            let mut gpu = CudaBackend::with_options(&cfg, &opts).expect("cuda backend");
+            let mut rng = ChaCha8Rng::seed_from_u64(0x0b7 + scenes as u64);
+            for s in 0..scenes {
+                let scene = random_scene(&cfg, &mut rng, max_targets);
+                let bytes = frame(&cfg, &scene, 500 + s as u64);
+                compare(
+                    &format!("{text}: {name} scene {s}"),
+                    &cfg,
+                    &mut cpu,
+                    &mut gpu,
+                    &bytes,
+                    &mut worst,
+                );
+            }
+        }
+        println!("{text}: pdl {:?}: {worst:?}", opts.pdl);
+        assert!(worst.cut > 0, "{text}: no frame went over the cap");
+        assert!(worst.detections > 30, "{text}: too few detections");
+    }
+    let wrong = CudaOptions {
+        cfar_tile: (0, 0),
+        ..CudaOptions::default()
+    };
+    assert!(matches!(
+        CudaBackend::with_options(&ChainConfig::default(), &wrong),
+        Err(DspError::Config { .. })
+    ));
+}
+
 /// A frame in a prepared mapped slot gives bit-identical results to the
 /// same bytes through the staging copy; a zero frame gives nothing, and no
 /// NaN; bad input is an error, not a panic.
@@ -361,8 +419,8 @@ fn slots_staging_and_bad_input() {
         })
         .collect();
     gpu.prepare_slots(&addrs).expect("prepare slots");
-    // Our five kernels (convert, power, CFAR, select, refine) plus cuFFT's
-    // for the range-Doppler and angle transforms.
+    // Our four kernels (convert, power, CFAR, refine) plus cuFFT's for the
+    // range-Doppler and angle transforms.
     let k = gpu.kernels_per_frame();
     assert!((7..=12).contains(&k), "{k} kernels per frame");
     for round in 0..2 {

@@ -8,11 +8,26 @@
 //          (p = i * N_RX + j since m = l * N_TX + i), after the Doppler FFT
 //          [d][p][r] with d already fftshifted (see convert_window).
 //   pmap   float [d][r], the non-coherently integrated power map.
-//   state  u32[4]: candidate count, detections kept, detections cut.
-//   cand   Candidate[N_LOOPS * N_SAMPLES]: every CFAR hit that is a peak.
-//   sel    Candidate[MAX_DET]: the kept detections in output order.
-//   angle  complex float [MAX_DET][ANGLE_N]: snapshots, then their spectra.
+//   state  u32[4]: [0] candidate count.
+//   cand   Candidate[N_LOOPS * N_SAMPLES]: every CFAR hit that is a peak, in
+//          the order the hits were counted. cand[0 .. min(count, MAX_DET))
+//          are the kept detections (over the cap after select_overflow).
+//   keys   u32[MAX_DET]: the output-order key of cand[i].
+//   angle  complex float [MAX_DET][ANGLE_N]: row i is the angle snapshot of
+//          cand[i], zero-padded (the padding written once, at allocation).
+//   spectra complex float [MAX_DET][ANGLE_N]: the angle FFT of each row.
+//   rows   u32[MAX_DET]: scratch of select_overflow.
 //   out    mapped host memory: OutHeader then GpuDetection[MAX_DET].
+//
+// Kernel order: convert_window, range FFT, [clutter_doppler_window],
+// Doppler FFT, power_map, cfar_peaks, [select_overflow], angle FFT,
+// refine_output. Without select_overflow in the frame's graph, a frame over
+// the cap gets select_overflow, angle FFT and refine_output again in a
+// second graph (the host launches it when the output header shows a cut).
+// On sm_90 power_map, cfar_peaks, select_overflow and refine_output may be
+// launched as programmatic dependents (PDL): they may start before the
+// kernel ahead of them has finished, and wait in pdl_wait() before reading
+// anything it wrote.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -28,6 +43,9 @@ struct Candidate {
     u32 cell;    // d * N_SAMPLES + r
     float power; // P[d][r]
     double mu;   // mean of the training cells
+    // P at (d, r - 1), (d, r + 1), (d - 1, r), (d + 1, r), Doppler cyclic,
+    // 0 outside the range axis: the parabolic refinement's neighbours.
+    float nb[4];
 };
 
 struct OutHeader {
@@ -50,6 +68,24 @@ struct GpuDetection {
     float angle_bin_refined;
 };
 
+// Programmatic dependent launch (sm_90 and later; compiled out for Orin's
+// sm_87, where every launch is an ordinary stream-ordered one). Without
+// the launch attribute griddepcontrol.wait returns at once.
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Let the next kernel's blocks be scheduled now (they wait in pdl_wait()).
+__device__ __forceinline__ void pdl_release_dependents()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Step 1 (and the Doppler window of step 3): int16 I/Q to complex float,
 // times the range window w_r[n] and the Doppler window w_d[l]. Both windows
 // are applied here because the range FFT is linear: windowing over l before
@@ -58,34 +94,49 @@ struct GpuDetection {
 // bin d directly. With clutter removal the mean over l must be taken after
 // the range FFT and before the Doppler window, so w_d is all ones here and
 // clutter_doppler_window applies it.
-// Each thread converts four samples: one 16-byte load from the slot (mapped
-// host memory read over PCIe on a discrete GPU, or DRAM on Orin).
+// Every store instruction of a warp is contiguous (512 bytes): a thread
+// converts a pair of samples (8-byte load from the slot, 16-byte store)
+// CONVERT_UNROLL times (a #define from the host), all loads issued before
+// the first store. The slot is mapped host memory read over PCIe on a
+// discrete GPU, DRAM on Orin.
+#define CONVERT_PAIRS (N_CHIRPS * N_RX * N_SAMPLES / 2)
+
 extern "C" __global__ void __launch_bounds__(256)
-convert_window(const uint4 *__restrict__ frame, float4 *__restrict__ x,
-               const float *__restrict__ w_range, const float *__restrict__ w_doppler,
-               u32 *__restrict__ state)
+convert_window(const uint2 *__restrict__ frame, float4 *__restrict__ x,
+                     const float *__restrict__ w_range, const float *__restrict__ w_doppler,
+                     u32 *__restrict__ state)
 {
-    const u32 groups = N_CHIRPS * N_RX * N_SAMPLES / 4;
-    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t == 0) {
-        // This frame's candidate count; the CFAR stage runs after us.
+    const u32 stride = gridDim.x * blockDim.x;
+    const u32 t0 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t0 == 0) {
+        // This frame's candidate count starts here.
         state[0] = 0;
     }
-    for (; t < groups; t += gridDim.x * blockDim.x) {
-        const uint4 v = frame[t];
-        const u32 s = t * 4;
-        const u32 n = s % N_SAMPLES;
-        const u32 l = s / (N_SAMPLES * N_RX * N_TX);
-        const float wd = w_doppler[l];
-        const float w0 = w_range[n] * wd;
-        const float w1 = w_range[n + 1] * wd;
-        const float w2 = w_range[n + 2] * wd;
-        const float w3 = w_range[n + 3] * wd;
-        // Little-endian: I is the low half of each 32-bit word, Q the high.
-        x[2 * t] = make_float4((float)(short)(v.x & 0xffffu) * w0, (float)(short)(v.x >> 16) * w0,
-                               (float)(short)(v.y & 0xffffu) * w1, (float)(short)(v.y >> 16) * w1);
-        x[2 * t + 1] = make_float4((float)(short)(v.z & 0xffffu) * w2, (float)(short)(v.z >> 16) * w2,
-                                   (float)(short)(v.w & 0xffffu) * w3, (float)(short)(v.w >> 16) * w3);
+    for (u32 base = t0; base < CONVERT_PAIRS; base += stride * CONVERT_UNROLL) {
+        // Samples and window values all requested before the first use.
+        uint2 v[CONVERT_UNROLL];
+        float wd[CONVERT_UNROLL];
+        float2 wr[CONVERT_UNROLL];
+#pragma unroll
+        for (int k = 0; k < CONVERT_UNROLL; ++k) {
+            const u32 t = min(base + k * stride, (u32)CONVERT_PAIRS - 1);
+            const u32 s = t * 2;
+            v[k] = frame[t];
+            wd[k] = w_doppler[s / (N_SAMPLES * N_RX * N_TX)];
+            wr[k] = *(const float2 *)&w_range[s % N_SAMPLES];
+        }
+#pragma unroll
+        for (int k = 0; k < CONVERT_UNROLL; ++k) {
+            const u32 t = base + k * stride;
+            if (t < CONVERT_PAIRS) {
+                const float w0 = wr[k].x * wd[k];
+                const float w1 = wr[k].y * wd[k];
+                x[t] = make_float4((float)(short)(v[k].x & 0xffffu) * w0,
+                                   (float)(short)(v[k].x >> 16) * w0,
+                                   (float)(short)(v[k].y & 0xffffu) * w1,
+                                   (float)(short)(v[k].y >> 16) * w1);
+            }
+        }
     }
 }
 
@@ -121,155 +172,50 @@ clutter_doppler_window(float2 *__restrict__ x, const float *__restrict__ w_doppl
 // Step 4: P[d][r] = sum over p of |X[d][p][r]|^2, accumulated in double and
 // rounded once to float, as the CPU reference does (the products of float
 // components are exact in double, so only the summation order differs).
-// Work item t sums two range bins (one 16-byte load per channel); the p
-// loop is unrolled so all loads are in flight at once.
-__device__ __forceinline__ void power_pair(const float4 *__restrict__ x, float2 *pmap, u32 t)
+// Work item i sums two range bins (one 16-byte load per channel), split
+// over POWER_SPLIT consecutive lanes (a power of two, a #define from the
+// host): lane q of the group takes channels q, q + POWER_SPLIT, ..., and
+// the partial sums meet by shuffles. More lanes per item, more loads in
+// flight per SM. X comes from the kernel ahead of this one, which may still
+// be running when this one starts (PDL): L2 loads, not the read-only data
+// path.
+#define POWER_ITEMS (N_LOOPS * N_SAMPLES / 2)
+#define POWER_PER_LANE ((N_VIRT + POWER_SPLIT - 1) / POWER_SPLIT)
+
+extern "C" __global__ void __launch_bounds__(256)
+power_map(const float4 *x, float2 *__restrict__ pmap)
 {
+    pdl_wait();
+    // cfar_peaks may be scheduled alongside: it waits for this grid.
+    pdl_release_dependents();
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    const u32 item = t / POWER_SPLIT;
+    const u32 q = t % POWER_SPLIT;
     const u32 half = N_SAMPLES / 2;
-    const u32 d = t / half;
-    const u32 rp = t % half;
-    const float4 *base = x + (size_t)d * N_VIRT * half + rp;
-    float4 v[N_VIRT];
+    // Every lane of a group stays for the shuffles; items past the end
+    // read item 0 and write nothing.
+    const u32 it = item < POWER_ITEMS ? item : 0;
+    const float4 *base = x + (size_t)(it / half) * N_VIRT * half + it % half;
+    float4 v[POWER_PER_LANE];
 #pragma unroll
-    for (u32 p = 0; p < N_VIRT; ++p) {
-        v[p] = base[p * half];
+    for (u32 j = 0; j < POWER_PER_LANE; ++j) {
+        const u32 p = q + j * POWER_SPLIT;
+        v[j] = p < N_VIRT ? __ldcg(&base[p * half]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     double a0 = 0.0, a1 = 0.0;
 #pragma unroll
-    for (u32 p = 0; p < N_VIRT; ++p) {
-        a0 += (double)v[p].x * (double)v[p].x + (double)v[p].y * (double)v[p].y;
-        a1 += (double)v[p].z * (double)v[p].z + (double)v[p].w * (double)v[p].w;
+    for (u32 j = 0; j < POWER_PER_LANE; ++j) {
+        a0 += (double)v[j].x * (double)v[j].x + (double)v[j].y * (double)v[j].y;
+        a1 += (double)v[j].z * (double)v[j].z + (double)v[j].w * (double)v[j].w;
     }
-    pmap[t] = make_float2((float)a0, (float)a1);
-}
-
-#define POWER_ITEMS (N_LOOPS * N_SAMPLES / 2)
-
-extern "C" __global__ void __launch_bounds__(256)
-power_map(const float4 *__restrict__ x, float2 *__restrict__ pmap)
-{
-    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < POWER_ITEMS) {
-        power_pair(x, pmap, t);
+#pragma unroll
+    for (u32 m = 1; m < POWER_SPLIT; m <<= 1) {
+        a0 += __shfl_xor_sync(0xffffffffu, a0, m);
+        a1 += __shfl_xor_sync(0xffffffffu, a1, m);
     }
-}
-
-// Steps 5 and 6: cell-averaging CFAR and the 3x3 peak test, then compaction
-// of the survivors with an atomic counter. A block works on a tile of
-// CFAR_TILE_D x CFAR_TILE_R cells (one thread a cell) and loads it with its
-// window halo into shared memory (Doppler wraps; range cells outside
-// [0, N_SAMPLES) are stored as zero, which leaves both the sums and the peak
-// test right because P >= 0). The training sum is separable and, like the
-// CPU reference's (cfar.rs), a sum of non-negative float64 terms only: per
-// halo row the "full" sum over |dr| <= WIN_R and the "side" sum over
-// GUARD_R < |dr| <= WIN_R; per cell the full sums of the training rows
-// (GUARD_D < |dd| <= WIN_D) plus the side sums of the guard rows
-// (|dd| <= GUARD_D). No rectangle-minus-guard subtraction, which would
-// cancel next to a target far above the noise.
-#define HALO_D (CFAR_TILE_D + 2 * WIN_D)
-#define HALO_R (CFAR_TILE_R + 2 * WIN_R)
-#define CFAR_THREADS (CFAR_TILE_D * CFAR_TILE_R)
-#define CFAR_TILES_R ((N_SAMPLES + CFAR_TILE_R - 1) / CFAR_TILE_R)
-#define CFAR_TILES_D ((N_LOOPS + CFAR_TILE_D - 1) / CFAR_TILE_D)
-
-__device__ __forceinline__ void cfar_tile(const float *__restrict__ pmap,
-                                          const double *__restrict__ alpha_by_range,
-                          const u32 *__restrict__ n_eff_by_range, u32 *state, Candidate *cand,
-                          int d0, int r0)
-{
-    // P as double: each value is converted once here, not in every sum.
-    __shared__ double sp[HALO_D][HALO_R];
-    __shared__ double row_full[HALO_D][CFAR_TILE_R];
-    __shared__ double row_side[HALO_D][CFAR_TILE_R];
-    const int tid = threadIdx.x;
-
-    // Fixed trip counts, unrolled: every thread's loads are in flight at once.
-#pragma unroll
-    for (int j = 0; j < (HALO_D * HALO_R + CFAR_THREADS - 1) / CFAR_THREADS; ++j) {
-        const int i = tid + j * CFAR_THREADS;
-        if (i < HALO_D * HALO_R) {
-            const int hd = i / HALO_R;
-            const int hr = i % HALO_R;
-            const int d = ((d0 - WIN_D + hd) % N_LOOPS + N_LOOPS) % N_LOOPS;
-            const int r = r0 - WIN_R + hr;
-            sp[hd][hr] = (r >= 0 && r < N_SAMPLES) ? (double)pmap[d * N_SAMPLES + r] : 0.0;
-        }
+    if (q == 0 && item < POWER_ITEMS) {
+        pmap[item] = make_float2((float)a0, (float)a1);
     }
-    __syncthreads();
-
-#pragma unroll
-    for (int j = 0; j < (HALO_D * CFAR_TILE_R + CFAR_THREADS - 1) / CFAR_THREADS; ++j) {
-        const int i = tid + j * CFAR_THREADS;
-        if (i >= HALO_D * CFAR_TILE_R) {
-            break;
-        }
-        const int hd = i / CFAR_TILE_R;
-        const int c = i % CFAR_TILE_R;
-        double side = 0.0, mid = 0.0;
-#pragma unroll
-        for (int k = GUARD_R + 1; k <= WIN_R; ++k) {
-            side += sp[hd][c + WIN_R - k] + sp[hd][c + WIN_R + k];
-        }
-#pragma unroll
-        for (int k = -GUARD_R; k <= GUARD_R; ++k) {
-            mid += sp[hd][c + WIN_R + k];
-        }
-        row_side[hd][c] = side;
-        row_full[hd][c] = side + mid;
-    }
-    __syncthreads();
-
-    const int td = tid / CFAR_TILE_R;
-    const int c = tid % CFAR_TILE_R;
-    const int d = d0 + td;
-    const int r = r0 + c;
-    bool keep = d < N_LOOPS && r < N_SAMPLES;
-    double mu = 0.0;
-    double p = 0.0;
-    if (keep) {
-        double sum = 0.0;
-#pragma unroll
-        for (int k = GUARD_D + 1; k <= WIN_D; ++k) {
-            sum += row_full[td + WIN_D - k][c] + row_full[td + WIN_D + k][c];
-        }
-#pragma unroll
-        for (int k = -GUARD_D; k <= GUARD_D; ++k) {
-            sum += row_side[td + WIN_D + k][c];
-        }
-        mu = sum / (double)n_eff_by_range[r];
-        p = sp[td + WIN_D][c + WIN_R];
-        keep = p > alpha_by_range[r] * mu;
-    }
-    if (keep) {
-#pragma unroll
-        for (int dd = -1; dd <= 1; ++dd) {
-#pragma unroll
-            for (int dr = -1; dr <= 1; ++dr) {
-                if ((dd != 0 || dr != 0) && sp[td + WIN_D + dd][c + WIN_R + dr] > p) {
-                    keep = false;
-                }
-            }
-        }
-    }
-    if (keep) {
-        const u32 slot = atomicAdd(&state[0], 1u);
-        if (slot < N_CELLS) {
-            Candidate k;
-            k.cell = (u32)(d * N_SAMPLES + r);
-            k.power = (float)p; // exact: p came from a float
-            k.mu = mu;
-            cand[slot] = k;
-        }
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(CFAR_THREADS)
-cfar_peaks(const float *__restrict__ pmap, const double *__restrict__ alpha_by_range,
-           const u32 *__restrict__ n_eff_by_range, u32 *__restrict__ state,
-           Candidate *__restrict__ cand)
-{
-    cfar_tile(pmap, alpha_by_range, n_eff_by_range, state, cand, blockIdx.y * CFAR_TILE_D,
-              blockIdx.x * CFAR_TILE_R);
 }
 
 // Output order: ascending range bin, then Doppler bin.
@@ -280,14 +226,60 @@ __device__ __forceinline__ u32 order_key(u32 cell)
     return r * N_LOOPS + d;
 }
 
+// Candidates are read with L2-only loads: other blocks wrote them.
 __device__ __forceinline__ Candidate load_candidate(const Candidate *c)
 {
-    const uint4 v = __ldcg((const uint4 *)c);
+    const uint4 a = __ldcg((const uint4 *)c);
+    const uint4 b = __ldcg((const uint4 *)c + 1);
     Candidate k;
-    k.cell = v.x;
-    k.power = __uint_as_float(v.y);
-    k.mu = __hiloint2double((int)v.w, (int)v.z);
+    k.cell = a.x;
+    k.power = __uint_as_float(a.y);
+    k.mu = __hiloint2double((int)a.w, (int)a.z);
+    k.nb[0] = __uint_as_float(b.x);
+    k.nb[1] = __uint_as_float(b.y);
+    k.nb[2] = __uint_as_float(b.z);
+    k.nb[3] = __uint_as_float(b.w);
     return k;
+}
+
+// Step 8's snapshot: z_p = X[d][p][r] times the TDM Doppler compensation
+// tdm[d][i] (the CPU's float32 phasor table), times (-1)^p so that the
+// angle FFT's output comes out fftshifted.
+__device__ __forceinline__ void load_snapshot(const float2 *x, const float2 *__restrict__ tdm,
+                                              u32 d, u32 r, float2 z[N_VIRT])
+{
+    float2 v[N_VIRT];
+    float2 w[N_TX];
+#pragma unroll
+    for (u32 p = 0; p < N_VIRT; ++p) {
+        v[p] = __ldcg(&x[((size_t)d * N_VIRT + p) * N_SAMPLES + r]);
+    }
+#pragma unroll
+    for (u32 i = 0; i < N_TX; ++i) {
+        w[i] = tdm[d * N_TX + i];
+    }
+#pragma unroll
+    for (u32 p = 0; p < N_VIRT; ++p) {
+        const float2 c = w[p / N_RX];
+        // Rounded like the CPU's complex multiply (no FMA contraction).
+        float re = __fsub_rn(__fmul_rn(v[p].x, c.x), __fmul_rn(v[p].y, c.y));
+        float im = __fadd_rn(__fmul_rn(v[p].x, c.y), __fmul_rn(v[p].y, c.x));
+        if (p & 1u) {
+            re = -re;
+            im = -im;
+        }
+        z[p] = make_float2(re, im);
+    }
+}
+
+// Angle row: the snapshot; its zero padding to ANGLE_N was written once
+// (the angle FFT runs out of place and leaves its input as it was).
+__device__ __forceinline__ void write_angle_row(float2 *__restrict__ row, const float2 z[N_VIRT])
+{
+#pragma unroll
+    for (u32 p = 0; p < N_VIRT; ++p) {
+        row[p] = z[p];
+    }
 }
 
 // Over the cap, rank by P/mu as a double (descending; the bits of a
@@ -304,168 +296,281 @@ __device__ __forceinline__ u32 rank_lo(const Candidate &k)
     return 0xffffffffu - order_key(k.cell);
 }
 
-// Step 7 and the first half of step 8, by one block: keep at most MAX_DET
-// candidates (the highest P/mu: an exact radix select over the 96-bit rank
-// key when over the cap), sort them by output order (bitonic sort in shared
-// memory), and write each one's angle snapshot: z_p = X[d][p][r] times the
-// TDM Doppler compensation tdm[d][i] (the CPU's float32 phasor table),
-// zero-padded to ANGLE_N, times (-1)^p so that the angle FFT's output comes
-// out fftshifted.
-__device__ void select_block(const Candidate *cand, u32 *state, Candidate *__restrict__ sel,
-                             const float2 *__restrict__ x, const float2 *__restrict__ tdm,
-                             float2 *__restrict__ angle)
+// Step 7 over the cap, by one block (any size, a multiple of 32): when more
+// than MAX_DET candidates were found, find the MAX_DET with the highest
+// rank key (an exact radix select, 8 bits a pass: 8 passes over the
+// ratio's bits, then 4 over the tie-break key) and make cand[0 .. MAX_DET)
+// exactly those: each kept candidate counted at or after MAX_DET moves,
+// with its key and angle snapshot, into a row whose candidate is not kept.
+// Both sets have the same size. Output order is refine_output's business.
+__device__ void select_overflow_block(Candidate *cand, const u32 *state, u32 *keys,
+                                      float2 *angle, u32 *rows, const float2 *x,
+                                      const float2 *__restrict__ tdm)
 {
-    __shared__ u32 s_key[SORT_N];
-    __shared__ u32 s_idx[SORT_N];
     __shared__ u32 s_hist[256];
     __shared__ u64 s_prefix_hi;
     __shared__ u32 s_prefix_lo;
     __shared__ u32 s_need;
-    __shared__ u32 s_fill;
+    __shared__ u32 s_free;
+    __shared__ u32 s_moved;
     const u32 tid = threadIdx.x;
-    const u32 total = __ldcg(&state[0]);
-    const u32 n = min(total, (u32)N_CELLS);
-    const u32 n_out = min(n, (u32)MAX_DET);
-    u32 n_sort = 2;
-    while (n_sort < n_out) {
-        n_sort <<= 1;
-    }
-
+    const u32 n = min(__ldcg(&state[0]), (u32)N_CELLS);
     if (n <= MAX_DET) {
-        for (u32 i = tid; i < n_sort; i += blockDim.x) {
-            s_key[i] = i < n ? order_key(load_candidate(&cand[i]).cell) : 0xffffffffu;
-            s_idx[i] = i;
+        return;
+    }
+    u64 mask_hi = 0;
+    u32 mask_lo = 0;
+    if (tid == 0) {
+        s_prefix_hi = 0;
+        s_prefix_lo = 0;
+        s_need = MAX_DET;
+        s_free = 0;
+        s_moved = 0;
+    }
+    for (int pass = 0; pass < 12; ++pass) {
+        for (u32 b = tid; b < 256; b += blockDim.x) {
+            s_hist[b] = 0;
         }
-    } else {
-        // Radix select, 8 bits a pass: 8 passes over the ratio's bits,
-        // then 4 over the tie-break key.
-        u64 mask_hi = 0;
-        u32 mask_lo = 0;
-        if (tid == 0) {
-            s_prefix_hi = 0;
-            s_prefix_lo = 0;
-            s_need = MAX_DET;
-            s_fill = 0;
-        }
-        for (int pass = 0; pass < 12; ++pass) {
-            for (u32 b = tid; b < 256; b += blockDim.x) {
-                s_hist[b] = 0;
-            }
-            __syncthreads();
-            const u64 prefix_hi = s_prefix_hi;
-            const u32 prefix_lo = s_prefix_lo;
-            for (u32 i = tid; i < n; i += blockDim.x) {
-                const Candidate k = load_candidate(&cand[i]);
-                const u64 hi = rank_hi(k);
-                const u32 lo = rank_lo(k);
-                if ((hi & mask_hi) == prefix_hi && (lo & mask_lo) == prefix_lo) {
-                    const u32 digit = pass < 8 ? (u32)(hi >> (56 - 8 * pass)) & 255u
-                                               : (lo >> (24 - 8 * (pass - 8))) & 255u;
-                    atomicAdd(&s_hist[digit], 1u);
-                }
-            }
-            __syncthreads();
-            if (tid == 0) {
-                u32 above = 0;
-                for (int b = 255; b >= 0; --b) {
-                    if (above + s_hist[b] >= s_need) {
-                        if (pass < 8) {
-                            s_prefix_hi = prefix_hi | ((u64)b << (56 - 8 * pass));
-                        } else {
-                            s_prefix_lo = prefix_lo | ((u32)b << (24 - 8 * (pass - 8)));
-                        }
-                        s_need -= above;
-                        break;
-                    }
-                    above += s_hist[b];
-                }
-            }
-            if (pass < 8) {
-                mask_hi |= (u64)255 << (56 - 8 * pass);
-            } else {
-                mask_lo |= 255u << (24 - 8 * (pass - 8));
-            }
-            __syncthreads();
-        }
-        // Keys are unique: exactly MAX_DET candidates rank at or above
-        // (s_prefix_hi, s_prefix_lo).
-        const u64 t_hi = s_prefix_hi;
-        const u32 t_lo = s_prefix_lo;
+        __syncthreads();
+        const u64 prefix_hi = s_prefix_hi;
+        const u32 prefix_lo = s_prefix_lo;
         for (u32 i = tid; i < n; i += blockDim.x) {
             const Candidate k = load_candidate(&cand[i]);
             const u64 hi = rank_hi(k);
-            if (hi > t_hi || (hi == t_hi && rank_lo(k) >= t_lo)) {
-                const u32 pos = atomicAdd(&s_fill, 1u);
-                if (pos < MAX_DET) {
-                    s_key[pos] = order_key(k.cell);
-                    s_idx[pos] = i;
-                }
+            const u32 lo = rank_lo(k);
+            if ((hi & mask_hi) == prefix_hi && (lo & mask_lo) == prefix_lo) {
+                const u32 digit = pass < 8 ? (u32)(hi >> (56 - 8 * pass)) & 255u
+                                           : (lo >> (24 - 8 * (pass - 8))) & 255u;
+                atomicAdd(&s_hist[digit], 1u);
             }
         }
         __syncthreads();
-        for (u32 i = MAX_DET + tid; i < n_sort; i += blockDim.x) {
-            s_key[i] = 0xffffffffu;
-            s_idx[i] = 0;
+        if (tid < 32) {
+            // Warp 0 finds the digit: lane L holds bins 255 - 8L - j,
+            // j = 0..7 (descending), and the count of all bins above them.
+            const u32 lane = tid;
+            u32 c[8];
+            u32 sum = 0;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                c[j] = s_hist[255 - 8 * lane - j];
+                sum += c[j];
+            }
+            u32 incl = sum;
+#pragma unroll
+            for (u32 off = 1; off < 32; off <<= 1) {
+                const u32 v = __shfl_up_sync(0xffffffffu, incl, off);
+                if (lane >= off) {
+                    incl += v;
+                }
+            }
+            const u32 need = s_need;
+            const u32 hit = __ballot_sync(0xffffffffu, incl >= need);
+            if (lane == (u32)(__ffs(hit) - 1)) {
+                u32 above = incl - sum;
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    if (above + c[j] >= need) {
+                        const u32 b = 255 - 8 * lane - j;
+                        if (pass < 8) {
+                            s_prefix_hi = prefix_hi | ((u64)b << (56 - 8 * pass));
+                        } else {
+                            s_prefix_lo = prefix_lo | (b << (24 - 8 * (pass - 8)));
+                        }
+                        s_need = need - above;
+                        break;
+                    }
+                    above += c[j];
+                }
+            }
+        }
+        if (pass < 8) {
+            mask_hi |= (u64)255 << (56 - 8 * pass);
+        } else {
+            mask_lo |= 255u << (24 - 8 * (pass - 8));
+        }
+        __syncthreads();
+    }
+    // Keys are unique: exactly MAX_DET candidates rank at or above
+    // (t_hi, t_lo).
+    const u64 t_hi = s_prefix_hi;
+    const u32 t_lo = s_prefix_lo;
+    for (u32 i = tid; i < MAX_DET; i += blockDim.x) {
+        const Candidate k = load_candidate(&cand[i]);
+        const u64 hi = rank_hi(k);
+        if (!(hi > t_hi || (hi == t_hi && rank_lo(k) >= t_lo))) {
+            rows[atomicAdd(&s_free, 1u)] = i;
+        }
+    }
+    // Makes the rows visible to the whole block.
+    __syncthreads();
+    for (u32 i = MAX_DET + tid; i < n; i += blockDim.x) {
+        const Candidate k = load_candidate(&cand[i]);
+        const u64 hi = rank_hi(k);
+        if (hi > t_hi || (hi == t_hi && rank_lo(k) >= t_lo)) {
+            const u32 row = __ldcg(&rows[atomicAdd(&s_moved, 1u)]);
+            float2 z[N_VIRT];
+            load_snapshot(x, tdm, k.cell / N_SAMPLES, k.cell % N_SAMPLES, z);
+            cand[row] = k;
+            keys[row] = order_key(k.cell);
+            write_angle_row(angle + (size_t)row * ANGLE_N, z);
+        }
+    }
+}
+
+// Steps 5 and 6: cell-averaging CFAR and the 3x3 peak test, then compaction
+// of the survivors with an atomic counter. A block works on a tile of
+// CFAR_TILE_D x CFAR_TILE_R cells (one thread a cell) and loads it with its
+// window halo into shared memory (Doppler wraps; range cells outside
+// [0, N_SAMPLES) are stored as zero, which leaves both the sums and the peak
+// test right because P >= 0). The training sum is separable and, like the
+// CPU reference's (cfar.rs), a sum of non-negative float64 terms only: per
+// halo row the "full" sum over |dr| <= WIN_R and the "side" sum over
+// GUARD_R < |dr| <= WIN_R; per cell the full sums of the training rows
+// (GUARD_D < |dd| <= WIN_D) plus the side sums of the guard rows
+// (|dd| <= GUARD_D). No rectangle-minus-guard subtraction, which would
+// cancel next to a target far above the noise.
+// A hit that is a peak takes a slot from the counter and writes its
+// candidate (with the four neighbour powers refinement needs); slots below
+// MAX_DET also write their output key and angle snapshot, so that when the
+// frame is under the cap nothing has to be gathered later.
+#define HALO_D (CFAR_TILE_D + 2 * WIN_D)
+#define HALO_R (CFAR_TILE_R + 2 * WIN_R)
+#define CFAR_THREADS (CFAR_TILE_D * CFAR_TILE_R)
+#define HALO_CELLS (HALO_D * HALO_R)
+#define HALO_PER_THREAD ((HALO_CELLS + CFAR_THREADS - 1) / CFAR_THREADS)
+
+extern "C" __global__ void __launch_bounds__(CFAR_THREADS)
+cfar_peaks(const float *pmap, const float2 *x,
+           const double *__restrict__ alpha_by_range, const u32 *__restrict__ n_eff_by_range,
+           const float2 *__restrict__ tdm, u32 *state, Candidate *cand, u32 *keys,
+           float2 *angle)
+{
+    // P as double: each value is converted once here, not in every sum.
+    __shared__ double sp[HALO_D][HALO_R];
+    __shared__ double row_full[HALO_D][CFAR_TILE_R];
+    __shared__ double row_side[HALO_D][CFAR_TILE_R];
+    const int tid = threadIdx.x;
+    const int d0 = blockIdx.y * CFAR_TILE_D;
+    const int r0 = blockIdx.x * CFAR_TILE_R;
+    const int td = tid / CFAR_TILE_R;
+    const int c = tid % CFAR_TILE_R;
+    const int d = d0 + td;
+    const int r = r0 + c;
+    const bool inside = d < N_LOOPS && r < N_SAMPLES;
+    // The per-range tables are constant: read them before the wait.
+    const double alpha = inside ? alpha_by_range[r] : 0.0;
+    const u32 n_eff = inside ? n_eff_by_range[r] : 1u;
+
+    pdl_wait();
+    pdl_release_dependents();
+
+    // All of a thread's halo loads first (unconditional, from a valid
+    // address), then the shared-memory stores: a load and its store in one
+    // branch would make the loads wait for each other.
+    float hv[HALO_PER_THREAD];
+#pragma unroll
+    for (int j = 0; j < HALO_PER_THREAD; ++j) {
+        const int i = tid + j * CFAR_THREADS;
+        const int hd = i / HALO_R;
+        const int rh = r0 - WIN_R + i % HALO_R;
+        // N_LOOPS is a power of two: & wraps negative rows too.
+        const int dh = (d0 - WIN_D + hd) & (N_LOOPS - 1);
+        const bool ok = i < HALO_CELLS && rh >= 0 && rh < N_SAMPLES;
+        hv[j] = __ldcg(&pmap[ok ? dh * N_SAMPLES + rh : 0]);
+    }
+#pragma unroll
+    for (int j = 0; j < HALO_PER_THREAD; ++j) {
+        const int i = tid + j * CFAR_THREADS;
+        const int rh = r0 - WIN_R + i % HALO_R;
+        if (i < HALO_CELLS) {
+            sp[i / HALO_R][i % HALO_R] = (rh >= 0 && rh < N_SAMPLES) ? (double)hv[j] : 0.0;
         }
     }
     __syncthreads();
 
-    for (u32 k = 2; k <= n_sort; k <<= 1) {
-        for (u32 j = k >> 1; j > 0; j >>= 1) {
-            for (u32 i = tid; i < n_sort; i += blockDim.x) {
-                const u32 ixj = i ^ j;
-                if (ixj > i) {
-                    const bool ascending = (i & k) == 0;
-                    const u32 a = s_key[i];
-                    const u32 b = s_key[ixj];
-                    if ((a > b) == ascending) {
-                        s_key[i] = b;
-                        s_key[ixj] = a;
-                        const u32 t = s_idx[i];
-                        s_idx[i] = s_idx[ixj];
-                        s_idx[ixj] = t;
-                    }
+#pragma unroll
+    for (int j = 0; j < (HALO_D * CFAR_TILE_R + CFAR_THREADS - 1) / CFAR_THREADS; ++j) {
+        const int i = tid + j * CFAR_THREADS;
+        if (i >= HALO_D * CFAR_TILE_R) {
+            break;
+        }
+        const int hd = i / CFAR_TILE_R;
+        const int cc = i % CFAR_TILE_R;
+        double side = 0.0, mid = 0.0;
+#pragma unroll
+        for (int k = GUARD_R + 1; k <= WIN_R; ++k) {
+            side += sp[hd][cc + WIN_R - k] + sp[hd][cc + WIN_R + k];
+        }
+#pragma unroll
+        for (int k = -GUARD_R; k <= GUARD_R; ++k) {
+            mid += sp[hd][cc + WIN_R + k];
+        }
+        row_side[hd][cc] = side;
+        row_full[hd][cc] = side + mid;
+    }
+    __syncthreads();
+
+    bool keep = inside;
+    double mu = 0.0;
+    double p = 0.0;
+    if (keep) {
+        double sum = 0.0;
+#pragma unroll
+        for (int k = GUARD_D + 1; k <= WIN_D; ++k) {
+            sum += row_full[td + WIN_D - k][c] + row_full[td + WIN_D + k][c];
+        }
+#pragma unroll
+        for (int k = -GUARD_D; k <= GUARD_D; ++k) {
+            sum += row_side[td + WIN_D + k][c];
+        }
+        mu = sum / (double)n_eff;
+        p = sp[td + WIN_D][c + WIN_R];
+        keep = p > alpha * mu;
+    }
+    if (keep) {
+#pragma unroll
+        for (int dd = -1; dd <= 1; ++dd) {
+#pragma unroll
+            for (int dr = -1; dr <= 1; ++dr) {
+                if ((dd != 0 || dr != 0) && sp[td + WIN_D + dd][c + WIN_R + dr] > p) {
+                    keep = false;
                 }
             }
-            __syncthreads();
         }
     }
-
-    for (u32 s = tid; s < n_out; s += blockDim.x) {
-        sel[s] = load_candidate(&cand[s_idx[s]]);
-    }
-    for (u32 e = tid; e < n_out * ANGLE_N; e += blockDim.x) {
-        const u32 s = e / ANGLE_N;
-        const u32 p = e % ANGLE_N;
-        float2 z = make_float2(0.0f, 0.0f);
-        if (p < N_VIRT) {
-            // The sort key holds the cell: key = r * N_LOOPS + d.
-            const u32 d = s_key[s] % N_LOOPS;
-            const u32 r = s_key[s] / N_LOOPS;
-            const float2 v = x[((size_t)d * N_VIRT + p) * N_SAMPLES + r];
-            const float2 w = tdm[d * N_TX + p / N_RX];
-            // Rounded like the CPU's complex multiply (no FMA contraction).
-            z.x = __fsub_rn(__fmul_rn(v.x, w.x), __fmul_rn(v.y, w.y));
-            z.y = __fadd_rn(__fmul_rn(v.x, w.y), __fmul_rn(v.y, w.x));
-            if (p & 1u) {
-                z.x = -z.x;
-                z.y = -z.y;
-            }
+    if (keep) {
+        // The snapshot's loads and the counter's atomic are independent:
+        // both round trips overlap.
+        float2 z[N_VIRT];
+        load_snapshot(x, tdm, (u32)d, (u32)r, z);
+        const u32 slot = atomicAdd(&state[0], 1u);
+        Candidate k;
+        k.cell = (u32)(d * N_SAMPLES + r);
+        k.power = (float)p; // exact: p came from a float
+        k.mu = mu;
+        // Exact as well; the range neighbours outside the map are 0.
+        k.nb[0] = (float)sp[td + WIN_D][c + WIN_R - 1];
+        k.nb[1] = (float)sp[td + WIN_D][c + WIN_R + 1];
+        k.nb[2] = (float)sp[td + WIN_D - 1][c + WIN_R];
+        k.nb[3] = (float)sp[td + WIN_D + 1][c + WIN_R];
+        if (slot < N_CELLS) {
+            cand[slot] = k;
         }
-        angle[e] = z;
-    }
-    if (tid == 0) {
-        state[1] = n_out;
-        state[2] = total - n_out;
+        if (slot < MAX_DET) {
+            keys[slot] = order_key(k.cell);
+            write_angle_row(angle + (size_t)slot * ANGLE_N, z);
+        }
     }
 }
 
+// Step 7 over the cap as its own kernel (one block).
 extern "C" __global__ void __launch_bounds__(1024)
-select_sort(const Candidate *__restrict__ cand, u32 *__restrict__ state,
-            Candidate *__restrict__ sel, const float2 *__restrict__ x,
-            const float2 *__restrict__ tdm, float2 *__restrict__ angle)
+select_overflow(Candidate *cand, const u32 *state, u32 *keys, float2 *angle, u32 *rows,
+                const float2 *x, const float2 *__restrict__ tdm)
 {
-    select_block(cand, state, sel, x, tdm, angle);
+    pdl_wait();
+    select_overflow_block(cand, state, keys, angle, rows, x, tdm);
 }
 
 // For the instrumented (non-graph) timing run: hold the stream until the
@@ -477,6 +582,13 @@ extern "C" __global__ void gate_wait(const volatile u32 *flag, u64 max_cycles)
     while (*flag == 0u && clock64() - t0 < max_cycles) {
         __nanosleep(1000);
     }
+}
+
+// An empty kernel (one warp), to measure the kernel-to-kernel gap of a graph.
+extern "C" __global__ void empty_kernel(u64 unused)
+{
+    pdl_wait();
+    pdl_release_dependents();
 }
 
 // Parabolic interpolation on power (spec v1 step 9), in double, clamped to
@@ -501,39 +613,87 @@ __device__ __forceinline__ float norm_sqr(float2 z)
     return __fadd_rn(__fmul_rn(z.x, z.x), __fmul_rn(z.y, z.y));
 }
 
-// Steps 8 (peak of the angle spectrum: the first maximum, neighbours
-// cyclic), 9 and 10, with the unit conversions of refine.rs: one warp per
-// kept detection (the lanes scan the angle spectrum together), results
+// Steps 7 (output order), 8 (peak of the angle spectrum: the first
+// maximum, neighbours cyclic), 9 and 10, with the unit conversions of
+// refine.rs: one warp per kept detection s (cand[s], spectra row s). Its
+// place in the output is the number of kept detections with a smaller
+// output key (keys are unique), so no sort is needed. Every load is issued
+// before the count of kept detections is known (all addresses are valid),
+// so the kernel waits for one round trip to memory, not three. Results go
 // straight to mapped host memory.
-extern "C" __global__ void __launch_bounds__(128)
-refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ sel,
-              const float2 *__restrict__ angle, const float *__restrict__ pmap,
-              OutHeader *out_header, GpuDetection *out_det,
-              double range_bin_m, double velocity_bin_mps)
+#define REFINE_WARPS 8
+#define ANGLE_PER_LANE ((ANGLE_N + 31) / 32)
+#define KEYS_PER_THREAD ((MAX_DET + REFINE_WARPS * 32 - 1) / (REFINE_WARPS * 32))
+
+extern "C" __global__ void __launch_bounds__(REFINE_WARPS * 32)
+refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
+              const u32 *__restrict__ keys, const float2 *__restrict__ spectra,
+              OutHeader *out_header, GpuDetection *out_det, double range_bin_m,
+              double velocity_bin_mps)
 {
-    const u32 n_out = state[1];
+    __shared__ u32 s_keys[MAX_DET];
+    pdl_wait();
     const u32 lane = threadIdx.x & 31u;
-    const u32 s = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const u32 s = blockIdx.x * REFINE_WARPS + (threadIdx.x >> 5);
+    const u32 total = __ldcg(&state[0]);
+    // Every load before any use (a load and its store in one loop
+    // iteration would make the loads wait for each other).
+    u32 kv[KEYS_PER_THREAD];
+#pragma unroll
+    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
+        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
+        kv[j] = __ldcg(&keys[i < MAX_DET ? i : 0]);
+    }
+    const bool row = s < MAX_DET; // the same for the whole warp
+    const float2 *a = spectra + (size_t)(row ? s : 0) * ANGLE_N;
+    float2 spec[ANGLE_PER_LANE];
+#pragma unroll
+    for (u32 j = 0; j < ANGLE_PER_LANE; ++j) {
+        const u32 q = lane + 32 * j;
+        spec[j] = q < ANGLE_N ? __ldcg(&a[q]) : make_float2(0.0f, 0.0f);
+    }
+    const Candidate k = load_candidate(&cand[row ? s : 0]);
+#pragma unroll
+    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
+        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
+        if (i < MAX_DET) {
+            s_keys[i] = kv[j];
+        }
+    }
+    __syncthreads();
+
+    const u32 n = min(total, (u32)N_CELLS);
+    const u32 n_out = min(n, (u32)MAX_DET);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         OutHeader h;
         h.count = n_out;
-        h.cut = state[2];
+        h.cut = total - n_out;
         h.reserved[0] = 0;
         h.reserved[1] = 0;
         *out_header = h;
     }
     if (s >= n_out) {
-        return; // the whole warp: s is the same for its lanes
+        return; // the whole warp
     }
-    const float2 *a = angle + (size_t)s * ANGLE_N;
+
+    const u32 key = order_key(k.cell);
+    u32 below = 0;
+    for (u32 i = lane; i < n_out; i += 32) {
+        below += s_keys[i] < key ? 1u : 0u;
+    }
+    const u32 place = __reduce_add_sync(0xffffffffu, below);
+
     float best = -1.0f;
     u32 kb = 0;
 #pragma unroll
-    for (u32 q = lane; q < ANGLE_N; q += 32) {
-        const float pw = norm_sqr(a[q]);
-        if (pw > best) {
-            best = pw;
-            kb = q;
+    for (u32 j = 0; j < ANGLE_PER_LANE; ++j) {
+        const u32 q = lane + 32 * j;
+        if (q < ANGLE_N) {
+            const float pw = norm_sqr(spec[j]);
+            if (pw > best) {
+                best = pw;
+                kb = q;
+            }
         }
     }
     // First maximum over the warp: larger power, or equal power at a lower bin.
@@ -546,30 +706,36 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ sel,
             kb = ok;
         }
     }
+    best = __shfl_sync(0xffffffffu, best, 0);
+    kb = __shfl_sync(0xffffffffu, kb, 0);
+    // The spectrum's neighbours of the peak, from the lanes that hold them.
+    const u32 qm = (kb + ANGLE_N - 1) % ANGLE_N;
+    const u32 qp = (kb + 1) % ANGLE_N;
+    float2 am = make_float2(0.0f, 0.0f), ap = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (u32 j = 0; j < ANGLE_PER_LANE; ++j) {
+        const float mx = __shfl_sync(0xffffffffu, spec[j].x, qm % 32);
+        const float my = __shfl_sync(0xffffffffu, spec[j].y, qm % 32);
+        const float px = __shfl_sync(0xffffffffu, spec[j].x, qp % 32);
+        const float py = __shfl_sync(0xffffffffu, spec[j].y, qp % 32);
+        if (qm / 32 == j) {
+            am = make_float2(mx, my);
+        }
+        if (qp / 32 == j) {
+            ap = make_float2(px, py);
+        }
+    }
     // Lanes 0-2 each evaluate one of the three double-precision functions.
     if (lane > 2) {
         return;
     }
-    best = __shfl_sync(0x7u, best, 0);
-    kb = __shfl_sync(0x7u, kb, 0);
-    const Candidate k = sel[s];
     const u32 d = k.cell / N_SAMPLES;
     const u32 r = k.cell % N_SAMPLES;
-    const u32 dm = (d + N_LOOPS - 1) % N_LOOPS;
-    const u32 dp = (d + 1) % N_LOOPS;
-    // Independent loads, issued together.
-    const float2 am = a[(kb + ANGLE_N - 1) % ANGLE_N];
-    const float2 ap = a[(kb + 1) % ANGLE_N];
     const float p0 = k.power;
-    const float prm = r > 0 ? pmap[d * N_SAMPLES + r - 1] : 0.0f;
-    const float prp = r + 1 < N_SAMPLES ? pmap[d * N_SAMPLES + r + 1] : 0.0f;
-    const float pdm = pmap[dm * N_SAMPLES + r];
-    const float pdp = pmap[dp * N_SAMPLES + r];
-
     const float da = parabolic(norm_sqr(am), best, norm_sqr(ap));
     // Range is not cyclic: no refinement at the first and last bin.
-    const float dr = (r > 0 && r + 1 < N_SAMPLES) ? parabolic(prm, p0, prp) : 0.0f;
-    const float dd = parabolic(pdm, p0, pdp);
+    const float dr = (r > 0 && r + 1 < N_SAMPLES) ? parabolic(k.nb[0], p0, k.nb[1]) : 0.0f;
+    const float dd = parabolic(k.nb[2], p0, k.nb[3]);
 
     const float rb = (float)r + dr;
     const float db = (float)d + dd;
@@ -602,5 +768,5 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ sel,
     o.range_bin_refined = rb;
     o.doppler_bin_refined = db;
     o.angle_bin_refined = ab;
-    out_det[s] = o;
+    out_det[place] = o;
 }

@@ -8,12 +8,13 @@
 //! call; every failure after that is a [`DspError::Cuda`], never a panic.
 
 mod device;
+mod fft;
 mod mapped;
 mod pipeline;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, sys};
+use cudarc::driver::{CudaContext, CudaGraph, sys};
 
 use crate::backend::{Backend, FrameInput, SlotAddr};
 use crate::config::ChainConfig;
@@ -21,7 +22,7 @@ use crate::detection::Detections;
 use crate::error::DspError;
 
 pub use mapped::MappedHostBuffer;
-pub use pipeline::StageTiming;
+pub use pipeline::{CudaOptions, SelectAt, StageTiming};
 
 use pipeline::{Pipeline, SlotGraph};
 
@@ -106,6 +107,9 @@ pub struct CudaBackend {
     slots: Vec<SlotGraph>,
     /// Frames copied into device memory once (benchmarks).
     resident: Vec<SlotGraph>,
+    /// The tail again for frames over the detection cap
+    /// (SelectAt::HostFallback), launched by `wait`.
+    overflow: Option<CudaGraph>,
     pipeline: Pipeline,
     info: DeviceInfo,
     frame_bytes: usize,
@@ -122,6 +126,11 @@ impl CudaBackend {
     /// cuFFT plans, allocate every buffer and capture the staging slot's
     /// graph; then run that graph once so that any fault shows here.
     pub fn new(cfg: &ChainConfig) -> Result<Self, DspError> {
+        Self::with_options(cfg, &CudaOptions::default())
+    }
+
+    /// [`Self::new`] with launch choices other than the defaults.
+    pub fn with_options(cfg: &ChainConfig, opts: &CudaOptions) -> Result<Self, DspError> {
         cfg.validate()?;
         let missing = missing_libraries();
         if !missing.is_empty() {
@@ -142,10 +151,12 @@ impl CudaBackend {
         // wake-up latency, and no system call in the real-time loop.
         ctx.set_flags(sys::CUctx_flags::CU_CTX_SCHED_SPIN)
             .map_err(cuda_err("cuCtxSetFlags(SCHED_SPIN)"))?;
-        let pipeline = Pipeline::new(cfg, ctx, info.compute_capability)?;
+        let pipeline = Pipeline::new(cfg, ctx, info.compute_capability, opts)?;
         let frame_bytes = cfg.geometry.frame_bytes();
         let staging = pipeline.mapped_slot(frame_bytes)?;
+        let overflow = pipeline.overflow_graph()?;
         let backend = CudaBackend {
+            overflow,
             info,
             pipeline,
             staging,
@@ -158,7 +169,7 @@ impl CudaBackend {
             .graph
             .launch()
             .map_err(cuda_err("graph launch"))?;
-        backend.pipeline.synchronize()?;
+        backend.wait()?;
         Ok(backend)
     }
 
@@ -169,6 +180,18 @@ impl CudaBackend {
     /// Names of the stages that [`Self::stage_times`] reports.
     pub fn stage_names(&self) -> Vec<&'static str> {
         self.pipeline.stage_names()
+    }
+
+    /// Whether the chain's kernels are launched with programmatic dependent
+    /// launch (sm_90 and later).
+    pub fn pdl(&self) -> bool {
+        self.pipeline.pdl()
+    }
+
+    /// GPU time (us, median of `reps`) of a graph of `kernels` empty
+    /// kernels in a chain, with or without programmatic dependent launch.
+    pub fn empty_chain_us(&self, kernels: usize, pdl: bool, reps: usize) -> Result<f64, DspError> {
+        self.pipeline.empty_chain_us(kernels, pdl, reps)
     }
 
     /// Kernel launches in one frame's graph (cuFFT's included).
@@ -211,11 +234,15 @@ impl CudaBackend {
 
     /// GPU time (us) of `reps` graph replays, events around each launch,
     /// rotating over the first `inputs` prepared slots (or resident frames).
+    /// `gated`: each launch and its events queued behind a gate kernel that
+    /// opens once they are all queued, so that the host's submission of the
+    /// graph does not count (see `Pipeline::timed_launch`).
     pub fn graph_gpu_times(
         &self,
         resident: bool,
         inputs: usize,
         reps: usize,
+        gated: bool,
     ) -> Result<Vec<f64>, DspError> {
         let graphs = if resident {
             &self.resident
@@ -229,9 +256,17 @@ impl CudaBackend {
             ));
         }
         let (e0, e1) = self.pipeline.timing_events()?;
+        let mut gate = if gated {
+            Some(self.pipeline.new_gate()?)
+        } else {
+            None
+        };
         let mut v = Vec::with_capacity(reps);
         for k in 0..reps {
-            v.push(self.pipeline.timed_launch(&graphs[k % n].graph, &e0, &e1)?);
+            v.push(
+                self.pipeline
+                    .timed_launch(&graphs[k % n].graph, &e0, &e1, gate.as_mut())?,
+            );
         }
         Ok(v)
     }
@@ -242,9 +277,19 @@ impl CudaBackend {
         self.pipeline.copy_bandwidth_gbps(bytes, reps)
     }
 
-    /// Wait until the launched frame's detections are in host memory.
+    /// Wait until the launched frame's detections are in host memory. A
+    /// frame over the detection cap gets its tail again here with the kept
+    /// detections when the selection is SelectAt::HostFallback.
     pub fn wait(&self) -> Result<(), DspError> {
-        self.pipeline.synchronize()
+        self.pipeline.synchronize()?;
+        if let Some(g) = &self.overflow
+            && self.pipeline.over_cap()
+        {
+            g.launch()
+                .map_err(cuda_err("graph launch (over the cap)"))?;
+            self.pipeline.synchronize()?;
+        }
+        Ok(())
     }
 
     /// Copy the last frame's detections (already in mapped host memory).
@@ -329,7 +374,7 @@ impl Backend for CudaBackend {
             }
         };
         graph.launch().map_err(cuda_err("graph launch"))?;
-        self.pipeline.synchronize()?;
+        self.wait()?;
         self.pipeline.read_detections(out);
         Ok(())
     }
@@ -346,6 +391,41 @@ const _: () = assert!(std::mem::size_of::<pipeline::OutHeader>() == 16);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Launch options parse to what they say; anything the kernels cannot
+    /// take is an error naming the option, never a panic later.
+    #[test]
+    fn options_parse_and_validate() {
+        let o = CudaOptions::parse("pdl=off, select=kernel,cfar=32x16,unroll=2,split=4")
+            .expect("valid options");
+        assert_eq!(o.pdl, Some(false));
+        assert_eq!(o.select, SelectAt::Kernel);
+        assert_eq!(o.cfar_tile, (32, 16));
+        assert_eq!((o.convert_unroll, o.power_split), (2, 4));
+        assert_eq!(
+            CudaOptions::parse("").expect("empty"),
+            CudaOptions::default()
+        );
+        assert!(CudaOptions::default().validate().is_ok());
+        for bad in [
+            "pdl=maybe",
+            "select=cfar",
+            "cfar=0x32",
+            "cfar=33x33",
+            "cfar=8x3",
+            "cfar=8",
+            "split=3",
+            "unroll=16",
+            "unroll=-1",
+            "x",
+            "pdl",
+        ] {
+            match CudaOptions::parse(bad) {
+                Err(DspError::Config { key, .. }) => assert!(key.starts_with("cuda options")),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
 
     /// NVRTC needs no GPU: where libnvrtc loads, the kernels must compile
     /// for Orin (sm_87) and Hopper (sm_90) with the default and a custom
@@ -364,14 +444,14 @@ mod tests {
         custom.chain.max_detections = 100;
         for (name, cfg) in [("default", ChainConfig::default()), ("custom", custom)] {
             for cc in [(8, 7), (9, 0)] {
-                let ptx = pipeline::compile_kernels(&cfg, cc)
+                let ptx = pipeline::compile_kernels(&cfg, cc, pipeline::KernelShape::DEFAULT)
                     .unwrap_or_else(|e| panic!("{name} sm_{}{}: {e}", cc.0, cc.1));
                 let text = ptx.to_src();
                 for k in [
                     "convert_window",
                     "power_map",
                     "cfar_peaks",
-                    "select_sort",
+                    "select_overflow",
                     "refine_output",
                 ] {
                     assert!(text.contains(k), "{k} missing from the PTX");

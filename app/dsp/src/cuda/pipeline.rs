@@ -3,10 +3,8 @@
 
 use std::sync::Arc;
 
-use cudarc::cufft::{CudaFft, sys as fft_sys};
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, LaunchConfig,
-    PushKernelArg, sys,
+    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, sys,
 };
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
 
@@ -18,17 +16,135 @@ use crate::window::hann_periodic;
 
 use super::cuda_err;
 use super::device::DeviceBuffer;
+use super::fft::{FftPlan, Layout};
 use super::mapped::MappedHostBuffer;
 
 const KERNELS_CU: &str = include_str!("kernels.cu");
 
-/// CFAR tile per block (cells): Doppler x range.
-const CFAR_TILE_D: usize = 8;
-const CFAR_TILE_R: usize = 32;
+/// CFAR tile per block (cells, one thread each), Doppler x range, unless
+/// CudaOptions::cfar_tile says otherwise.
+const CFAR_TILE: (usize, usize) = (16, 32);
 /// Static shared memory a block may use without opting in.
 const SHARED_LIMIT: usize = 48 * 1024;
-/// The select kernel sorts at most this many detections in shared memory.
+/// refine_output keeps the output keys of all kept detections in shared
+/// memory (4 bytes each).
 pub const MAX_DETECTIONS_LIMIT: usize = 4096;
+/// Warps per block of refine_output (REFINE_WARPS in kernels.cu).
+const REFINE_WARPS: usize = 8;
+/// Pairs of samples per thread of convert_window (CONVERT_UNROLL),
+/// unless CudaOptions::convert_unroll says otherwise.
+const CONVERT_UNROLL: usize = 4;
+/// Lanes that share one power_map item (POWER_SPLIT), unless
+/// CudaOptions::power_split says otherwise.
+const POWER_SPLIT: usize = 2;
+/// The most kernel arguments of any kernel in kernels.cu.
+const MAX_KERNEL_ARGS: usize = 12;
+
+/// Where step 7 over the detection cap (select_overflow) runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelectAt {
+    /// In a select_overflow kernel between cfar_peaks and the angle FFT,
+    /// every frame (it returns at once under the cap).
+    Kernel,
+    /// Not in the frame's graph: when the frame's header says it went over
+    /// the cap, `wait` launches a second graph (select_overflow, angle FFT,
+    /// refine_output) that redoes the tail with the kept detections.
+    HostFallback,
+}
+
+/// Choices in how the chain is launched; the defaults are the fastest
+/// measured on the H100 (docs/performance.md). The results do not depend on
+/// them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// Launch power_map, cfar_peaks, select_overflow and refine_output as
+    /// programmatic dependents (PDL) of the kernel before them. `None`: on
+    /// devices of compute capability 9.0 and later (PDL needs sm_90).
+    pub pdl: Option<bool>,
+    /// Where the selection over the detection cap runs.
+    pub select: SelectAt,
+    /// CFAR tile (Doppler rows, range bins), one thread a cell: at most
+    /// 1024 cells.
+    pub cfar_tile: (usize, usize),
+    /// Pairs of samples each thread of convert_window converts.
+    pub convert_unroll: usize,
+    /// Lanes summing the channels of one pair of power-map cells.
+    pub power_split: usize,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            pdl: None,
+            select: SelectAt::HostFallback,
+            cfar_tile: KernelShape::DEFAULT.cfar_tile,
+            convert_unroll: KernelShape::DEFAULT.convert_unroll,
+            power_split: KernelShape::DEFAULT.power_split,
+        }
+    }
+}
+
+impl CudaOptions {
+    /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
+    /// `select=kernel|host`, `cfar=DxR`, `unroll=N`, `split=N`), for
+    /// experiments.
+    pub fn parse(text: &str) -> Result<Self, DspError> {
+        let mut o = CudaOptions::default();
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let bad = || {
+                DspError::config(
+                    "cuda options",
+                    format!(
+                        "cannot use {item:?} (pdl=on|off|auto, select=kernel|host, cfar=DxR, unroll=1|2|4|8, split=1|2|4|8|16)"
+                    ),
+                )
+            };
+            let (k, v) = item.split_once('=').ok_or_else(bad)?;
+            match (k.trim(), v.trim()) {
+                ("pdl", "on") => o.pdl = Some(true),
+                ("pdl", "off") => o.pdl = Some(false),
+                ("pdl", "auto") => o.pdl = None,
+                ("select", "kernel") => o.select = SelectAt::Kernel,
+                ("select", "host") => o.select = SelectAt::HostFallback,
+                ("cfar", tile) => {
+                    let (d, r) = tile.split_once('x').ok_or_else(bad)?;
+                    let d: usize = d.parse().map_err(|_| bad())?;
+                    let r: usize = r.parse().map_err(|_| bad())?;
+                    o.cfar_tile = (d, r);
+                }
+                ("split", n) => o.power_split = n.parse().map_err(|_| bad())?,
+                ("unroll", n) => o.convert_unroll = n.parse().map_err(|_| bad())?,
+                _ => return Err(bad()),
+            }
+        }
+        o.validate()?;
+        Ok(o)
+    }
+
+    /// The kernels' limits on the shape choices.
+    pub fn validate(&self) -> Result<(), DspError> {
+        let (d, r) = self.cfar_tile;
+        if d == 0 || r == 0 || d * r > 1024 || (d * r) % 32 != 0 {
+            return Err(DspError::config(
+                "cuda options cfar",
+                format!("a {d}x{r} tile: one thread a cell, whole warps, at most 1024"),
+            ));
+        }
+        if !matches!(self.convert_unroll, 1 | 2 | 4 | 8) {
+            return Err(DspError::config(
+                "cuda options unroll",
+                format!("{} (1, 2, 4 or 8)", self.convert_unroll),
+            ));
+        }
+        if !matches!(self.power_split, 1 | 2 | 4 | 8 | 16) {
+            return Err(DspError::config(
+                "cuda options split",
+                format!("{} (1, 2, 4, 8 or 16)", self.power_split),
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// Mirrors `struct OutHeader` in kernels.cu.
 #[repr(C)]
@@ -55,8 +171,8 @@ pub(super) struct GpuDetection {
     pub angle_bin_refined: f32,
 }
 
-/// Bytes of one `Candidate` in kernels.cu (u32, float, double).
-const CANDIDATE_BYTES: usize = 16;
+/// Bytes of one `Candidate` in kernels.cu (u32, float, double, float[4]).
+const CANDIDATE_BYTES: usize = 32;
 
 /// A captured graph and the input buffer it reads.
 pub(super) struct SlotGraph {
@@ -87,6 +203,7 @@ struct Kernels {
     select: CudaFunction,
     refine: CudaFunction,
     gate: CudaFunction,
+    empty: CudaFunction,
     _module: Arc<CudaModule>,
 }
 
@@ -95,8 +212,14 @@ struct Buffers {
     pmap: DeviceBuffer,
     cand: DeviceBuffer,
     state: DeviceBuffer,
-    sel: DeviceBuffer,
+    keys: DeviceBuffer,
+    rows: DeviceBuffer,
+    /// Angle snapshots, zero-padded: the padding is written here once (the
+    /// angle FFT runs out of place, and cuFFT leaves the input of an
+    /// out-of-place C2C transform as it was).
     angle: DeviceBuffer,
+    /// The angle FFT's output.
+    spectra: DeviceBuffer,
     w_range: DeviceBuffer,
     w_doppler_convert: DeviceBuffer,
     w_doppler_clutter: DeviceBuffer,
@@ -106,9 +229,9 @@ struct Buffers {
 }
 
 struct Plans {
-    range: CudaFft,
-    doppler: CudaFft,
-    angle: CudaFft,
+    range: FftPlan,
+    doppler: FftPlan,
+    angle: FftPlan,
 }
 
 pub(super) struct Pipeline {
@@ -123,6 +246,12 @@ pub(super) struct Pipeline {
     max_det: usize,
     range_bin_m: f64,
     velocity_bin_mps: f64,
+    /// Programmatic dependent launches in use (resolved CudaOptions::pdl).
+    pdl: bool,
+    select_at: SelectAt,
+    cfar_tile: (usize, usize),
+    convert_unroll: usize,
+    power_split: usize,
 }
 
 /// The TDM compensation phasors `exp(-j 2 pi (d - N_l/2)/N_l * i/N_tx)`,
@@ -143,7 +272,23 @@ fn tdm_table(cfg: &ChainConfig) -> Vec<[f32; 2]> {
     t
 }
 
-fn nvrtc_source(cfg: &ChainConfig, sort_n: usize) -> String {
+/// Launch-shape choices baked into the kernels as #defines.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KernelShape {
+    pub cfar_tile: (usize, usize),
+    pub convert_unroll: usize,
+    pub power_split: usize,
+}
+
+impl KernelShape {
+    pub const DEFAULT: KernelShape = KernelShape {
+        cfar_tile: CFAR_TILE,
+        convert_unroll: CONVERT_UNROLL,
+        power_split: POWER_SPLIT,
+    };
+}
+
+fn nvrtc_source(cfg: &ChainConfig, shape: KernelShape) -> String {
     let g = &cfg.geometry;
     let c = &cfg.cfar;
     let defines = [
@@ -156,10 +301,11 @@ fn nvrtc_source(cfg: &ChainConfig, sort_n: usize) -> String {
         ("TRAIN_D", c.train_doppler),
         ("TRAIN_R", c.train_range),
         ("MAX_DET", cfg.chain.max_detections),
-        ("SORT_N", sort_n),
         ("ANGLE_N", cfg.chain.angle_fft_size),
-        ("CFAR_TILE_D", CFAR_TILE_D),
-        ("CFAR_TILE_R", CFAR_TILE_R),
+        ("CFAR_TILE_D", shape.cfar_tile.0),
+        ("CFAR_TILE_R", shape.cfar_tile.1),
+        ("CONVERT_UNROLL", shape.convert_unroll),
+        ("POWER_SPLIT", shape.power_split),
     ];
     let mut src = String::new();
     for (k, v) in defines {
@@ -171,14 +317,17 @@ fn nvrtc_source(cfg: &ChainConfig, sort_n: usize) -> String {
 
 /// Compile kernels.cu for `cfg` and compute capability `cc` to PTX (NVRTC;
 /// needs libnvrtc but no GPU).
-pub(crate) fn compile_kernels(cfg: &ChainConfig, cc: (i32, i32)) -> Result<Ptx, DspError> {
-    let sort_n = cfg.chain.max_detections.next_power_of_two().max(2);
+pub(crate) fn compile_kernels(
+    cfg: &ChainConfig,
+    cc: (i32, i32),
+    shape: KernelShape,
+) -> Result<Ptx, DspError> {
     let arch = format!("--gpu-architecture=compute_{}{}", cc.0, cc.1);
     let opts = CompileOptions {
         options: vec![arch, "--std=c++17".to_string()],
         ..Default::default()
     };
-    compile_ptx_with_opts(nvrtc_source(cfg, sort_n), opts).map_err(|e| match e {
+    compile_ptx_with_opts(nvrtc_source(cfg, shape), opts).map_err(|e| match e {
         CompileError::CompileError { log, .. } => {
             DspError::Cuda(format!("NVRTC compile: {}", log.to_string_lossy()))
         }
@@ -186,15 +335,17 @@ pub(crate) fn compile_kernels(cfg: &ChainConfig, cc: (i32, i32)) -> Result<Ptx, 
     })
 }
 
-fn launch_err(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> DspError {
-    cuda_err(what)
-}
-
 impl Pipeline {
-    pub fn new(cfg: &ChainConfig, ctx: Arc<CudaContext>, cc: (i32, i32)) -> Result<Self, DspError> {
+    pub fn new(
+        cfg: &ChainConfig,
+        ctx: Arc<CudaContext>,
+        cc: (i32, i32),
+        opts: &CudaOptions,
+    ) -> Result<Self, DspError> {
         let g = &cfg.geometry;
         let c = &cfg.cfar;
         let max_det = cfg.chain.max_detections;
+        opts.validate()?;
         if g.n_samples < 4 {
             return Err(DspError::config(
                 "geometry.n_samples",
@@ -207,9 +358,11 @@ impl Pipeline {
                 format!("the cuda backend supports at most {MAX_DETECTIONS_LIMIT}"),
             ));
         }
-        let halo_d = CFAR_TILE_D + 2 * (c.guard_doppler + c.train_doppler);
-        let halo_r = CFAR_TILE_R + 2 * (c.guard_range + c.train_range);
-        let cfar_shared = halo_d * halo_r * 8 + 2 * halo_d * CFAR_TILE_R * 8;
+        let (tile_d, tile_r) = opts.cfar_tile;
+        let halo_d = tile_d + 2 * (c.guard_doppler + c.train_doppler);
+        let halo_r = tile_r + 2 * (c.guard_range + c.train_range);
+        // cfar_peaks' halo and its two row-sum arrays, all doubles.
+        let cfar_shared = halo_d * halo_r * 8 + 2 * halo_d * tile_r * 8;
         if cfar_shared > SHARED_LIMIT {
             return Err(DspError::config(
                 "cfar",
@@ -225,13 +378,28 @@ impl Pipeline {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(cuda_err("create stream"))?;
 
-        let ptx = compile_kernels(cfg, cc)?;
+        let ptx = compile_kernels(
+            cfg,
+            cc,
+            KernelShape {
+                cfar_tile: opts.cfar_tile,
+                convert_unroll: opts.convert_unroll,
+                power_split: opts.power_split,
+            },
+        )?;
         let module = ctx.load_module(ptx).map_err(cuda_err("load module"))?;
         let load = |name: &'static str| {
             module
                 .load_function(name)
                 .map_err(|e| DspError::Cuda(format!("kernel {name}: {e:?}")))
         };
+        let pdl = opts.pdl.unwrap_or(cc.0 >= 9);
+        if pdl && cc.0 < 9 {
+            return Err(DspError::Cuda(format!(
+                "programmatic dependent launch needs sm_90 or later, the device is sm_{}{}",
+                cc.0, cc.1
+            )));
+        }
         let kernels = Kernels {
             convert: load("convert_window")?,
             clutter: if cfg.chain.clutter_removal {
@@ -241,9 +409,10 @@ impl Pipeline {
             },
             power: load("power_map")?,
             cfar: load("cfar_peaks")?,
-            select: load("select_sort")?,
+            select: load("select_overflow")?,
             refine: load("refine_output")?,
             gate: load("gate_wait")?,
+            empty: load("empty_kernel")?,
             _module: module.clone(),
         };
 
@@ -268,8 +437,10 @@ impl Pipeline {
             pmap: DeviceBuffer::zeroed(&ctx, n_cells * 4)?,
             cand: DeviceBuffer::zeroed(&ctx, n_cells * CANDIDATE_BYTES)?,
             state: DeviceBuffer::zeroed(&ctx, 16)?,
-            sel: DeviceBuffer::zeroed(&ctx, max_det * CANDIDATE_BYTES)?,
+            keys: DeviceBuffer::zeroed(&ctx, max_det * 4)?,
+            rows: DeviceBuffer::zeroed(&ctx, max_det * 4)?,
             angle: DeviceBuffer::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
+            spectra: DeviceBuffer::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
             w_range: DeviceBuffer::from_host(&ctx, &w_range)?,
             w_doppler_convert: DeviceBuffer::from_host(&ctx, w_conv)?,
             w_doppler_clutter: DeviceBuffer::from_host(&ctx, w_clut)?,
@@ -286,53 +457,42 @@ impl Pipeline {
             i32::try_from(v).map_err(|_| DspError::Cuda(format!("{what} {v} does not fit cuFFT")))
         };
         let cols = to_i32(g.n_virtual() * g.n_samples, "Doppler batch")?;
-        let c2c = fft_sys::cufftType::CUFFT_C2C;
         let n_s = to_i32(g.n_samples, "range FFT size")?;
         let n_l = to_i32(g.n_loops, "Doppler FFT size")?;
         let n_a = to_i32(cfg.chain.angle_fft_size, "angle FFT size")?;
-        let range_batch = to_i32(g.n_chirps() * g.n_rx, "range batch")?;
         let plans = Plans {
-            range: CudaFft::plan_many(
-                &[n_s],
-                None,
-                1,
-                n_s,
-                None,
-                1,
-                n_s,
-                c2c,
-                range_batch,
-                stream.clone(),
-            )
-            .map_err(cuda_err("cuFFT plan (range)"))?,
+            range: FftPlan::new(
+                &stream,
+                Layout {
+                    n: n_s,
+                    stride: 1,
+                    dist: n_s,
+                    batch: to_i32(g.n_chirps() * g.n_rx, "range batch")?,
+                },
+                "cuFFT plan (range)",
+            )?,
             // Over l with stride n_virtual * n_samples; one transform per
             // (virtual channel, range bin), adjacent in memory.
-            doppler: CudaFft::plan_many(
-                &[n_l],
-                Some(&[n_l]),
-                cols,
-                1,
-                Some(&[n_l]),
-                cols,
-                1,
-                c2c,
-                cols,
-                stream.clone(),
-            )
-            .map_err(cuda_err("cuFFT plan (Doppler)"))?,
-            angle: CudaFft::plan_many(
-                &[n_a],
-                None,
-                1,
-                n_a,
-                None,
-                1,
-                n_a,
-                c2c,
-                to_i32(max_det, "angle batch")?,
-                stream.clone(),
-            )
-            .map_err(cuda_err("cuFFT plan (angle)"))?,
+            doppler: FftPlan::new(
+                &stream,
+                Layout {
+                    n: n_l,
+                    stride: cols,
+                    dist: 1,
+                    batch: cols,
+                },
+                "cuFFT plan (Doppler)",
+            )?,
+            angle: FftPlan::new(
+                &stream,
+                Layout {
+                    n: n_a,
+                    stride: 1,
+                    dist: n_a,
+                    batch: to_i32(max_det, "angle batch")?,
+                },
+                "cuFFT plan (angle)",
+            )?,
         };
         ctx.synchronize().map_err(cuda_err("synchronize"))?;
         Ok(Pipeline {
@@ -346,7 +506,17 @@ impl Pipeline {
             out,
             stream,
             max_det,
+            pdl,
+            select_at: opts.select,
+            cfar_tile: opts.cfar_tile,
+            convert_unroll: opts.convert_unroll,
+            power_split: opts.power_split,
         })
+    }
+
+    /// Whether the kernels are launched with programmatic dependent launch.
+    pub fn pdl(&self) -> bool {
+        self.pdl
     }
 
     /// Names of the stages that `enqueue` separates with events.
@@ -355,15 +525,74 @@ impl Pipeline {
         if self.kernels.clutter.is_some() {
             v.push("clutter removal");
         }
-        v.extend([
-            "Doppler FFT",
-            "power",
-            "CFAR+peaks",
-            "select+sort+snapshot",
-            "angle FFT",
-            "refine+output",
-        ]);
+        v.extend(["Doppler FFT", "power", "CFAR+peaks+snapshots"]);
+        if self.select_at == SelectAt::Kernel {
+            v.push("select over the cap");
+        }
+        v.extend(["angle FFT", "order+refine+output"]);
         v
+    }
+
+    /// Launch `f` on our stream with `args` (each kernel parameter is 8
+    /// bytes: a device address, a double's bits or a u64), as a
+    /// programmatic dependent of the previous kernel when `pdl`.
+    fn launch(
+        &self,
+        what: &'static str,
+        f: &CudaFunction,
+        grid: (u32, u32),
+        block: u32,
+        args: &[u64],
+        pdl: bool,
+    ) -> Result<(), DspError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(cuda_err("bind context"))?;
+        let mut vals = [0u64; MAX_KERNEL_ARGS];
+        if args.len() > MAX_KERNEL_ARGS {
+            return Err(DspError::Cuda(format!("{what}: too many kernel arguments")));
+        }
+        vals[..args.len()].copy_from_slice(args);
+        let mut params = [std::ptr::null_mut::<std::ffi::c_void>(); MAX_KERNEL_ARGS];
+        for (p, v) in params.iter_mut().zip(vals.iter_mut()) {
+            *p = v as *mut u64 as *mut std::ffi::c_void;
+        }
+        let mut value: sys::CUlaunchAttributeValue =
+            // SAFETY: a plain C union of integers and structs of integers;
+            // all zero is a valid value of each member.
+            unsafe { std::mem::zeroed() };
+        value.programmaticStreamSerializationAllowed = 1;
+        let mut attr = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value,
+        };
+        let config = sys::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: 1,
+            blockDimX: block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            hStream: self.stream.cu_stream(),
+            attrs: if pdl { &mut attr } else { std::ptr::null_mut() },
+            numAttrs: u32::from(pdl),
+        };
+        // SAFETY: `config` and `attr` outlive the call; `params` holds one
+        // pointer per kernel parameter, each to 8 live bytes (the driver
+        // copies them before returning); callers pass exactly the
+        // parameters of `f` in kernels.cu, every one of them 8 bytes.
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &config,
+                f.cu_function(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(cuda_err(what))
     }
 
     /// Put one frame's work on the stream, reading the frame at `input`.
@@ -384,162 +613,236 @@ impl Pipeline {
             Ok(())
         };
         let (x, pmap, cand, state) = (b.x.ptr(), b.pmap.ptr(), b.cand.ptr(), b.state.ptr());
-        let (sel, angle) = (b.sel.ptr(), b.angle.ptr());
+        let (keys, angle) = (b.keys.ptr(), b.angle.ptr());
         let (w_range, w_dc, w_dl) = (
             b.w_range.ptr(),
             b.w_doppler_convert.ptr(),
             b.w_doppler_clutter.ptr(),
         );
         let (alpha, n_eff, tdm) = (b.alpha.ptr(), b.n_eff.ptr(), b.tdm.ptr());
-        let out_hdr = self.out.device_ptr();
-        let out_det = out_hdr + std::mem::size_of::<OutHeader>() as u64;
         let blocks = |threads: usize, per: usize| threads.div_ceil(per) as u32;
+        let pdl = self.pdl;
+        // The argument lists below match the kernel signatures in
+        // kernels.cu; every pointer is a live allocation of the size the
+        // kernel indexes (sized in `new` from the same config that
+        // generated the kernels' #defines).
 
         mark()?;
-        let groups = g.n_chirps() * g.n_rx * g.n_samples / 4;
-        // SAFETY (all launches below): the argument lists match the kernel
-        // signatures in kernels.cu; every pointer is a live allocation of
-        // the size the kernel indexes (sized in `new` from the same config
-        // that generated the kernels' #defines).
-        unsafe {
-            s.launch_builder(&self.kernels.convert)
-                .arg(&input)
-                .arg(&x)
-                .arg(&w_range)
-                .arg(&w_dc)
-                .arg(&state)
-                .launch(LaunchConfig {
-                    grid_dim: (blocks(groups, 256), 1, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }
-        .map_err(launch_err("launch convert_window"))?;
+        let samples = g.n_chirps() * g.n_rx * g.n_samples;
+        let convert_grid = blocks(samples / 2, 256 * self.convert_unroll);
+        self.launch(
+            "launch convert_window",
+            &self.kernels.convert,
+            (convert_grid, 1),
+            256,
+            &[input, x, w_range, w_dc, state],
+            false,
+        )?;
 
         mark()?;
-        self.fft(&self.plans.range, x)?;
+        self.fft(&self.plans.range, x, x)?;
 
         if let Some(clutter) = &self.kernels.clutter {
             mark()?;
             let cols = g.n_virtual() * g.n_samples;
-            // SAFETY: see above.
-            unsafe {
-                s.launch_builder(clutter)
-                    .arg(&x)
-                    .arg(&w_dl)
-                    .launch(LaunchConfig {
-                        grid_dim: (blocks(cols, 256), 1, 1),
-                        block_dim: (256, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-            }
-            .map_err(launch_err("launch clutter_doppler_window"))?;
+            self.launch(
+                "launch clutter_doppler_window",
+                clutter,
+                (blocks(cols, 256), 1),
+                256,
+                &[x, w_dl],
+                false,
+            )?;
         }
         mark()?;
-        self.fft(&self.plans.doppler, x)?;
+        self.fft(&self.plans.doppler, x, x)?;
 
         mark()?;
-        let pairs = g.n_loops * g.n_samples / 2;
-        // SAFETY: see above.
-        unsafe {
-            s.launch_builder(&self.kernels.power)
-                .arg(&x)
-                .arg(&pmap)
-                .launch(LaunchConfig {
-                    grid_dim: (blocks(pairs, 256), 1, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
-                })
+        let pairs = g.n_loops * g.n_samples / 2 * self.power_split;
+        self.launch(
+            "launch power_map",
+            &self.kernels.power,
+            (blocks(pairs, 256), 1),
+            256,
+            &[x, pmap],
+            pdl,
+        )?;
+
+        mark()?;
+        self.launch(
+            "launch cfar_peaks",
+            &self.kernels.cfar,
+            (
+                blocks(g.n_samples, self.cfar_tile.1),
+                blocks(g.n_loops, self.cfar_tile.0),
+            ),
+            (self.cfar_tile.0 * self.cfar_tile.1) as u32,
+            &[pmap, x, alpha, n_eff, tdm, state, cand, keys, angle],
+            pdl,
+        )?;
+
+        if self.select_at == SelectAt::Kernel {
+            mark()?;
+            self.launch_select(pdl)?;
         }
-        .map_err(launch_err("launch power_map"))?;
-
         mark()?;
-        // SAFETY: see above.
-        unsafe {
-            s.launch_builder(&self.kernels.cfar)
-                .arg(&pmap)
-                .arg(&alpha)
-                .arg(&n_eff)
-                .arg(&state)
-                .arg(&cand)
-                .launch(LaunchConfig {
-                    grid_dim: (
-                        blocks(g.n_samples, CFAR_TILE_R),
-                        blocks(g.n_loops, CFAR_TILE_D),
-                        1,
-                    ),
-                    block_dim: ((CFAR_TILE_D * CFAR_TILE_R) as u32, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }
-        .map_err(launch_err("launch cfar_peaks"))?;
-
+        self.fft(
+            &self.plans.angle,
+            self.bufs.angle.ptr(),
+            self.bufs.spectra.ptr(),
+        )?;
         mark()?;
-        // SAFETY: see above.
-        unsafe {
-            s.launch_builder(&self.kernels.select)
-                .arg(&cand)
-                .arg(&state)
-                .arg(&sel)
-                .arg(&x)
-                .arg(&tdm)
-                .arg(&angle)
-                .launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (1024, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }
-        .map_err(launch_err("launch select_sort"))?;
-
-        mark()?;
-        self.fft(&self.plans.angle, angle)?;
-
-        mark()?;
-        let (rbm, vbm) = (self.range_bin_m, self.velocity_bin_mps);
-        // SAFETY: see above; out_hdr/out_det are the device addresses of
-        // the mapped output buffer, sized for max_det detections.
-        unsafe {
-            s.launch_builder(&self.kernels.refine)
-                .arg(&state)
-                .arg(&sel)
-                .arg(&angle)
-                .arg(&pmap)
-                .arg(&out_hdr)
-                .arg(&out_det)
-                .arg(&rbm)
-                .arg(&vbm)
-                .launch(LaunchConfig {
-                    // One warp per detection.
-                    grid_dim: (blocks(self.max_det.max(1) * 32, 128), 1, 1),
-                    block_dim: (128, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-        }
-        .map_err(launch_err("launch refine_output"))?;
+        self.launch_refine(pdl)?;
         mark()?;
         Ok(())
     }
 
-    fn fft(&self, plan: &CudaFft, data: u64) -> Result<(), DspError> {
-        // SAFETY: `data` is the buffer the plan was sized for (in place).
-        unsafe {
-            cudarc::cufft::result::exec_c2c(
-                plan.handle(),
-                data as *mut fft_sys::cufftComplex,
-                data as *mut fft_sys::cufftComplex,
-                -1,
-            )
+    /// The tail again for a frame over the cap (SelectAt::HostFallback):
+    /// select the kept detections, their angle FFT, refine_output.
+    fn enqueue_overflow(&self) -> Result<(), DspError> {
+        self.launch_select(false)?;
+        self.fft(
+            &self.plans.angle,
+            self.bufs.angle.ptr(),
+            self.bufs.spectra.ptr(),
+        )?;
+        self.launch_refine(self.pdl)
+    }
+
+    fn launch_select(&self, pdl: bool) -> Result<(), DspError> {
+        let b = &self.bufs;
+        self.launch(
+            "launch select_overflow",
+            &self.kernels.select,
+            (1, 1),
+            1024,
+            &[
+                b.cand.ptr(),
+                b.state.ptr(),
+                b.keys.ptr(),
+                b.angle.ptr(),
+                b.rows.ptr(),
+                b.x.ptr(),
+                b.tdm.ptr(),
+            ],
+            pdl,
+        )
+    }
+
+    fn launch_refine(&self, pdl: bool) -> Result<(), DspError> {
+        let b = &self.bufs;
+        let out_hdr = self.out.device_ptr();
+        let out_det = out_hdr + std::mem::size_of::<OutHeader>() as u64;
+        self.launch(
+            "launch refine_output",
+            &self.kernels.refine,
+            (self.max_det.div_ceil(REFINE_WARPS) as u32, 1),
+            (REFINE_WARPS * 32) as u32,
+            &[
+                b.state.ptr(),
+                b.cand.ptr(),
+                b.keys.ptr(),
+                b.spectra.ptr(),
+                out_hdr,
+                out_det,
+                self.range_bin_m.to_bits(),
+                self.velocity_bin_mps.to_bits(),
+            ],
+            pdl,
+        )
+    }
+
+    /// The graph `wait` launches for a frame over the cap, when the
+    /// selection is SelectAt::HostFallback (None otherwise).
+    pub fn overflow_graph(&self) -> Result<Option<CudaGraph>, DspError> {
+        if self.select_at != SelectAt::HostFallback {
+            return Ok(None);
         }
-        .map_err(cuda_err("cufftExecC2C"))
+        let (graph, _) = self.capture_with(|| self.enqueue_overflow())?;
+        Ok(Some(graph))
+    }
+
+    /// Whether the last frame went over the detection cap (its header,
+    /// in mapped host memory, after the stream synchronisation).
+    pub fn over_cap(&self) -> bool {
+        // SAFETY: the buffer starts with an OutHeader (page aligned) that
+        // the GPU wrote before the synchronisation that preceded this call.
+        let hdr = unsafe { std::ptr::read_volatile(self.out.host_ptr() as *const OutHeader) };
+        hdr.cut > 0
+    }
+
+    /// GPU time (median over `reps` replays, microseconds) of a graph of
+    /// `kernels` empty one-warp kernels in a chain, launched as
+    /// programmatic dependents when `pdl`: what a kernel boundary costs.
+    pub fn empty_chain_us(&self, kernels: usize, pdl: bool, reps: usize) -> Result<f64, DspError> {
+        if pdl && !self.pdl_capable() {
+            return Err(DspError::Cuda(
+                "programmatic dependent launch needs sm_90 or later".to_string(),
+            ));
+        }
+        self.stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(cuda_err("begin capture"))?;
+        let mut queued = Ok(());
+        for k in 0..kernels {
+            queued = self.launch(
+                "launch empty_kernel",
+                &self.kernels.empty,
+                (1, 1),
+                32,
+                &[0],
+                pdl && k > 0,
+            );
+            if queued.is_err() {
+                break;
+            }
+        }
+        let graph = self
+            .stream
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(cuda_err("end capture"));
+        queued?;
+        let graph = graph?.ok_or_else(|| DspError::Cuda("capture gave no graph".to_string()))?;
+        graph.upload().map_err(cuda_err("graph upload"))?;
+        let (e0, e1) = self.timing_events()?;
+        let mut gate = self.new_gate()?;
+        let mut t = Vec::with_capacity(reps.max(1));
+        for _ in 0..reps.max(1) {
+            t.push(self.timed_launch(&graph, &e0, &e1, Some(&mut gate))?);
+        }
+        t.sort_by(f64::total_cmp);
+        Ok(t[t.len() / 2])
+    }
+
+    fn pdl_capable(&self) -> bool {
+        self.ctx
+            .compute_capability()
+            .map(|(major, _)| major >= 9)
+            .unwrap_or(false)
+    }
+
+    fn fft(&self, plan: &FftPlan, input: u64, output: u64) -> Result<(), DspError> {
+        // SAFETY: `input` and `output` are buffers of the size the plan was
+        // made for (the same one, or two that do not overlap), owned by
+        // this pipeline and alive while its work runs.
+        unsafe { plan.forward(input, output) }
     }
 
     /// Capture the chain reading `input` as a graph and upload it.
     fn capture(&self, input: u64) -> Result<(CudaGraph, usize), DspError> {
+        self.capture_with(|| self.enqueue(input, None))
+    }
+
+    /// Capture what `enqueue` queues on our stream as a graph, upload it,
+    /// and count its kernel nodes.
+    fn capture_with(
+        &self,
+        enqueue: impl FnOnce() -> Result<(), DspError>,
+    ) -> Result<(CudaGraph, usize), DspError> {
         self.stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(cuda_err("begin capture"))?;
-        let queued = self.enqueue(input, None);
+        let queued = enqueue();
         let graph = self
             .stream
             .end_capture(sys::CUgraphInstantiate_flags(0))
@@ -610,18 +913,55 @@ impl Pipeline {
     }
 
     /// Launch `graph` between two events, wait, return the GPU time in us.
+    /// With `gate`, the events and the graph are queued behind a closed
+    /// gate kernel that the host opens once they are all queued: the time
+    /// is then the device's alone. Without, the first event can complete
+    /// while the host is still submitting the graph, and that submission
+    /// time counts too.
     pub fn timed_launch(
         &self,
         graph: &CudaGraph,
         e0: &CudaEvent,
         e1: &CudaEvent,
+        gate: Option<&mut MappedHostBuffer>,
     ) -> Result<f64, DspError> {
+        let flag = match gate {
+            Some(g) => Some(self.close_gate(g)?),
+            None => None,
+        };
         e0.record(&self.stream).map_err(cuda_err("event record"))?;
         graph.launch().map_err(cuda_err("graph launch"))?;
         e1.record(&self.stream).map_err(cuda_err("event record"))?;
+        if let Some(f) = flag {
+            open_gate(f);
+        }
         self.synchronize()?;
         let ms = e0.elapsed_ms(e1).map_err(cuda_err("event elapsed"))?;
         Ok(ms as f64 * 1e3)
+    }
+
+    /// A mapped word for `close_gate`.
+    pub fn new_gate(&self) -> Result<MappedHostBuffer, DspError> {
+        MappedHostBuffer::new(&self.ctx, 4)
+    }
+
+    /// Queue gate_wait on `gate` (closed): the stream holds until
+    /// `open_gate` on the returned flag (or about 2 s at most).
+    fn close_gate(&self, gate: &mut MappedHostBuffer) -> Result<*mut u32, DspError> {
+        let flag = gate.as_mut_slice().as_mut_ptr() as *mut u32;
+        // SAFETY: `flag` points into `gate`, a live 4-byte mapped buffer
+        // that the GPU only reads.
+        unsafe { std::ptr::write_volatile(flag, 0) };
+        // gate_wait(const volatile u32 *, u64) on the live gate buffer.
+        self.launch(
+            "launch gate_wait",
+            &self.kernels.gate,
+            (1, 1),
+            1,
+            &[gate.device_ptr(), 4_000_000_000u64],
+            false,
+        )?;
+        Ok(flag)
     }
 
     pub fn copy_bandwidth_gbps(&self, bytes: usize, reps: usize) -> Result<f64, DspError> {
@@ -729,30 +1069,11 @@ impl Pipeline {
                 samples_us: Vec::with_capacity(reps),
             }))
             .collect();
-        let mut gate = MappedHostBuffer::new(&self.ctx, 4)?;
-        let flag = gate.as_mut_slice().as_mut_ptr() as *mut u32;
-        let (flag_dev, max_cycles) = (gate.device_ptr(), 4_000_000_000u64);
+        let mut gate = self.new_gate()?;
         for _ in 0..reps {
-            // SAFETY: `flag` points into `gate`, alive for this function;
-            // the GPU only reads it.
-            unsafe { std::ptr::write_volatile(flag, 0) };
-            // SAFETY: gate_wait(const volatile u32 *, u64) on a live buffer.
-            unsafe {
-                self.stream
-                    .launch_builder(&self.kernels.gate)
-                    .arg(&flag_dev)
-                    .arg(&max_cycles)
-                    .launch(LaunchConfig {
-                        grid_dim: (1, 1, 1),
-                        block_dim: (1, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-            }
-            .map_err(launch_err("launch gate_wait"))?;
+            let flag = self.close_gate(&mut gate)?;
             self.enqueue(input, Some(&events))?;
-            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            // SAFETY: as above; releases the queued stages.
-            unsafe { std::ptr::write_volatile(flag, 1) };
+            open_gate(flag);
             self.synchronize()?;
             for i in 0..names.len() {
                 let ms = events[i]
@@ -767,6 +1088,14 @@ impl Pipeline {
         }
         Ok(timings)
     }
+}
+
+/// Open a gate closed by `Pipeline::close_gate` (its flag, in mapped
+/// memory that outlives the queued gate kernel).
+fn open_gate(flag: *mut u32) {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: `flag` came from close_gate: a live mapped buffer.
+    unsafe { std::ptr::write_volatile(flag, 1) };
 }
 
 fn count_kernel_nodes(graph: &CudaGraph) -> Result<usize, DspError> {
