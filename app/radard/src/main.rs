@@ -211,6 +211,11 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
     for n in notes {
         println!("radard: {n}");
     }
+    // Scheduling first, so the backend's worker threads inherit it.
+    let mut rt_report = rt::RtReport::default();
+    if !cli.no_rt {
+        rt::apply_scheduling(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
+    }
     let mut selected = None;
     let mut slots_prepared = false;
     if cfg.source.content == Content::Scene {
@@ -234,11 +239,11 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
     if cli.no_rt {
         println!("radard: real-time set-up skipped (--no-rt)");
     } else {
-        let rep = rt::apply(&cfg.rt).map_err(|e| e.to_string())?;
-        for o in &rep.obtained {
+        rt::apply_memory_and_affinity(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
+        for o in &rt_report.obtained {
             println!("radard: rt: {o}");
         }
-        for m in &rep.missing {
+        for m in &rt_report.missing {
             println!("radard: rt: NOT obtained: {m}; continuing best-effort (rt.strict refuses)");
         }
     }

@@ -69,16 +69,45 @@ impl RtConfig {
     }
 }
 
-/// Apply the configuration to the calling thread (call it on the loop
-/// thread, before warm-up).
+/// Apply the whole configuration to the calling thread.
 pub fn apply(cfg: &RtConfig) -> Result<RtReport, RtError> {
-    cfg.validate()?;
     let mut rep = RtReport::default();
+    apply_scheduling(cfg, &mut rep)?;
+    apply_memory_and_affinity(cfg, &mut rep)?;
+    Ok(rep)
+}
 
+/// First phase, before the processing backend starts its worker threads:
+/// SCHED_FIFO for the calling thread, which threads created afterwards
+/// inherit, so the workers that share the loop's hand-over locks are
+/// real-time too.
+pub fn apply_scheduling(cfg: &RtConfig, rep: &mut RtReport) -> Result<(), RtError> {
+    cfg.validate()?;
+    if cfg.priority > 0 {
+        let param = libc::sched_param {
+            sched_priority: cfg.priority,
+        };
+        // SAFETY: param is a valid sched_param for the call's duration.
+        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+        note(
+            rep,
+            rc,
+            &format!("SCHED_FIFO priority {}", cfg.priority),
+            &format!("SCHED_FIFO priority {}", cfg.priority),
+        );
+    }
+    strict(cfg, rep)
+}
+
+/// Second phase, on the loop thread once everything is allocated: lock
+/// memory, pin the loop thread (only it: workers stay free to use the other
+/// cores), prefault its stack.
+pub fn apply_memory_and_affinity(cfg: &RtConfig, rep: &mut RtReport) -> Result<(), RtError> {
+    cfg.validate()?;
     if cfg.lock_memory {
         // SAFETY: mlockall takes flags only.
         let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
-        note(&mut rep, rc, "memory locked (mlockall)", "mlockall");
+        note(rep, rc, "memory locked (mlockall)", "mlockall");
     }
     if let Some(cpu) = cfg.cpu {
         // SAFETY: cpu_set_t is plain data; CPU_SET stays inside it because
@@ -89,23 +118,10 @@ pub fn apply(cfg: &RtConfig) -> Result<RtReport, RtError> {
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
         };
         note(
-            &mut rep,
+            rep,
             rc,
-            &format!("pinned to CPU {cpu}"),
+            &format!("loop thread pinned to CPU {cpu}"),
             &format!("sched_setaffinity(CPU {cpu})"),
-        );
-    }
-    if cfg.priority > 0 {
-        let param = libc::sched_param {
-            sched_priority: cfg.priority,
-        };
-        // SAFETY: param is a valid sched_param for the call's duration.
-        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-        note(
-            &mut rep,
-            rc,
-            &format!("SCHED_FIFO priority {}", cfg.priority),
-            &format!("SCHED_FIFO priority {}", cfg.priority),
         );
     }
     if cfg.stack_prefault_bytes > 0 {
@@ -115,10 +131,14 @@ pub fn apply(cfg: &RtConfig) -> Result<RtReport, RtError> {
             cfg.stack_prefault_bytes >> 10
         ));
     }
+    strict(cfg, rep)
+}
+
+fn strict(cfg: &RtConfig, rep: &RtReport) -> Result<(), RtError> {
     if cfg.strict && !rep.missing.is_empty() {
         return Err(RtError::Strict(rep.missing.join("; ")));
     }
-    Ok(rep)
+    Ok(())
 }
 
 fn note(rep: &mut RtReport, rc: libc::c_int, ok: &str, what: &str) {
