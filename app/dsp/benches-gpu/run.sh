@@ -87,17 +87,20 @@ if [ -d "$B/sass" ] && command -v cuobjdump >/dev/null; then
   echo "== sass dumped: $(ls "$B"/sass)"
 fi
 {
-echo "== summary (us): run | graph resident p50 p99 | gated p50 | mapped end-to-end p50 p99.9 | stage p50s (resident)"
+echo "== summary (us): run | graph resident p50 p99 | gated p50 | mapped end-to-end p50 p99.9 | paced p50 p99.9 | stage p50s (resident)"
 for n in "${names[@]}"; do
   python3 - "$LOG/bench-$n.json" "$n" <<'EOF' 2>/dev/null || echo "$n: no JSON"
 import json, sys
 r = json.load(open(sys.argv[1]))
-g = r["gpu_graph_resident"]; e = r["end_to_end"]
+g = r["gpu_graph_resident"]; e = r["end_to_end"]; pc = r.get("end_to_end_paced") or {}
 gg = (r.get("gpu_graph_resident_gated") or {}).get("p50_us", float("nan"))
 st = " ".join(f'{s["p50_us"]:.1f}' for s in r["stages_resident"])
 gap = r.get("launch_gap") or {}
-print(f'{sys.argv[2]:<24} {g["p50_us"]:6.2f} {g["p99_us"]:6.2f} | {gg:6.2f} | {e["p50_us"]:6.1f} {e["p999_us"]:6.1f} | {st} | gap {gap.get("per_boundary_us", float("nan")):.2f}/{gap.get("per_boundary_pdl_us") or float("nan"):.2f} | k={r.get("kernels_per_frame")} pdl={r.get("pdl")}')
+print(f'{sys.argv[2]:<24} {g["p50_us"]:6.2f} {g["p99_us"]:6.2f} | {gg:6.2f} | {e["p50_us"]:6.1f} {e["p999_us"]:6.1f} | {pc.get("p50_us", float("nan")):6.1f} {pc.get("p999_us", float("nan")):6.1f} | {st} | gap {gap.get("per_boundary_us", float("nan")):.2f}/{gap.get("per_boundary_pdl_us") or float("nan"):.2f} | k={r.get("kernels_per_frame")} pdl={r.get("pdl")}')
 EOF
+done
+for n in "${names[@]}"; do
+  echo "$n: $(python3 "$B/tail.py" "$LOG/bench-$n.json" 2>/dev/null | tr '\n' ';')"
 done
 } | tee "$LOG/summary.txt"
 cp "$LOG/summary.txt" "$OUT/summary.txt"

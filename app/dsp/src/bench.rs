@@ -23,7 +23,7 @@
 //!
 //! Percentiles are nearest-rank over the timed frames after a warm-up.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -49,6 +49,13 @@ pub struct BenchOptions {
     /// Instrumented stage-by-stage runs (CUDA).
     pub stage_reps: usize,
     pub seed: u64,
+    /// Also time the slot end to end with frames paced at this period, as
+    /// they arrive in operation (the default geometry's frame is 8000 us),
+    /// instead of back to back only.
+    pub period_us: Option<f64>,
+    /// Keep every per-frame end-to-end time in the report (JSON), to see
+    /// whether slow frames come alone or in stretches.
+    pub keep_samples: bool,
 }
 
 impl Default for BenchOptions {
@@ -61,6 +68,8 @@ impl Default for BenchOptions {
             slots: 8,
             stage_reps: 1000,
             seed: 1,
+            period_us: None,
+            keep_samples: false,
         }
     }
 }
@@ -171,6 +180,13 @@ pub struct BenchReport {
     /// Slot in mapped pinned memory (CUDA) or host memory (CPU) to
     /// detections on the host.
     pub end_to_end: LatencyStats,
+    /// The slot end to end again, one frame every `period_us` (`--period-us`).
+    pub end_to_end_paced: Option<LatencyStats>,
+    pub period_us: Option<f64>,
+    /// Per-frame times of `end_to_end` and `end_to_end_paced` in the order
+    /// they were taken (`--samples`).
+    pub end_to_end_samples_us: Option<Vec<f64>>,
+    pub end_to_end_paced_samples_us: Option<Vec<f64>>,
     /// The same with the frame resident in device memory (CUDA).
     pub end_to_end_resident: Option<LatencyStats>,
     /// GPU time of one graph replay, frame in the mapped slot.
@@ -261,18 +277,49 @@ fn stage_stats(t: &[crate::cuda::StageTiming]) -> Vec<StageStats> {
         .collect()
 }
 
-/// Time `process` on slot frames in rotation.
-fn time_process(
-    backend: &mut dyn Backend,
-    slots: &[&[u8]],
+/// The frames a timing loop rotates through, with the detection count each
+/// gave the first time (a different count later means a broken backend).
+#[derive(Clone, Copy)]
+struct Rotation<'a> {
+    slots: &'a [&'a [u8]],
+    expect: &'a [usize],
     warmup: usize,
     frames: usize,
+}
+
+/// Time `process` on slot frames in rotation: back to back, or with one
+/// frame every `period` (the thread sleeps until shortly before each
+/// frame's time and spins the rest, so the frame starts on time; the GPU
+/// and the bus idle in between as they do in operation). Returns the
+/// per-frame times in microseconds, in order, and the summed busy time.
+fn time_process(
+    backend: &mut dyn Backend,
+    rot: &Rotation,
+    period: Option<Duration>,
     dets: &mut Detections,
-    expect: &[usize],
-) -> Result<LatencyStats, DspError> {
+) -> Result<(Vec<f64>, f64), DspError> {
+    let Rotation {
+        slots,
+        expect,
+        warmup,
+        frames,
+    } = *rot;
+    // Sleeping closer than this to a frame's time risks waking late.
+    const SPIN: Duration = Duration::from_micros(500);
     let mut samples = Vec::with_capacity(frames);
     let mut wall = 0.0f64;
+    let start = Instant::now();
     for k in 0..warmup + frames {
+        if let Some(p) = period {
+            let due = start + p * u32::try_from(k).unwrap_or(u32::MAX);
+            let now = Instant::now();
+            if due > now + SPIN {
+                std::thread::sleep(due - now - SPIN);
+            }
+            while Instant::now() < due {
+                std::hint::spin_loop();
+            }
+        }
         let s = k % slots.len();
         let t0 = Instant::now();
         backend.process(
@@ -295,13 +342,48 @@ fn time_process(
             wall += dt;
         }
     }
-    Ok(LatencyStats::from_samples(&samples, wall))
+    Ok((samples, wall))
+}
+
+/// The slot end to end, back to back and, with `--period-us`, paced; into
+/// the report.
+fn time_slots(
+    opts: &BenchOptions,
+    report: &mut BenchReport,
+    backend: &mut dyn Backend,
+    rot: &Rotation,
+    dets: &mut Detections,
+) -> Result<(), DspError> {
+    let (samples, wall) = time_process(backend, rot, None, dets)?;
+    report.end_to_end = LatencyStats::from_samples(&samples, wall);
+    if opts.keep_samples {
+        report.end_to_end_samples_us = Some(samples);
+    }
+    if let Some(p) = opts.period_us {
+        let period = Duration::from_secs_f64(p * 1e-6);
+        let (samples, wall) = time_process(backend, rot, Some(period), dets)?;
+        report.end_to_end_paced = Some(LatencyStats::from_samples(&samples, wall));
+        if opts.keep_samples {
+            report.end_to_end_paced_samples_us = Some(samples);
+        }
+    }
+    Ok(())
 }
 
 pub fn run(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     opts.cfg.validate()?;
     if opts.slots == 0 {
         return Err(DspError::config("--slots", "must be at least 1"));
+    }
+    if let Some(p) = opts.period_us {
+        // Up to a minute per frame: beyond that a run of 10000 frames is
+        // not a benchmark anyone waits for.
+        if !(p.is_finite() && p > 0.0 && p <= 60e6) {
+            return Err(DspError::config(
+                "--period-us",
+                "must be a frame period in microseconds, above 0 and at most 60000000",
+            ));
+        }
     }
     let kind = match opts.backend {
         BackendKind::Auto => match crate::cuda::probe() {
@@ -339,6 +421,10 @@ fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchRepor
         kernels_per_frame: None,
         mean_detections: 0.0,
         end_to_end: LatencyStats::from_samples(&[], 0.0),
+        end_to_end_paced: None,
+        period_us: opts.period_us,
+        end_to_end_samples_us: None,
+        end_to_end_paced_samples_us: None,
         end_to_end_resident: None,
         gpu_graph_mapped: None,
         gpu_graph_resident: None,
@@ -366,14 +452,13 @@ fn run_cpu(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     let expect = first_counts(&mut backend, &views, &mut dets)?;
     report.mean_detections = mean(&expect);
     let frames = opts.frames.unwrap_or(200);
-    report.end_to_end = time_process(
-        &mut backend,
-        &views,
-        opts.warmup.min(20),
+    let rot = Rotation {
+        slots: &views,
+        expect: &expect,
+        warmup: opts.warmup.min(20),
         frames,
-        &mut dets,
-        &expect,
-    )?;
+    };
+    time_slots(opts, &mut report, &mut backend, &rot, &mut dets)?;
     Ok(report)
 }
 
@@ -440,14 +525,13 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     report.mean_detections = mean(&expect);
     let frames = opts.frames.unwrap_or(10_000);
 
-    report.end_to_end = time_process(
-        &mut backend,
-        &views,
-        opts.warmup,
+    let rot = Rotation {
+        slots: &views,
+        expect: &expect,
+        warmup: opts.warmup,
         frames,
-        &mut dets,
-        &expect,
-    )?;
+    };
+    time_slots(opts, &mut report, &mut backend, &rot, &mut dets)?;
 
     // Resident frames: launch, wait, read, host-timed.
     let mut samples = Vec::with_capacity(frames);
@@ -555,6 +639,12 @@ pub fn table(r: &BenchReport) -> String {
         &format!("{slot_kind} (n={})", r.end_to_end.frames),
         &r.end_to_end,
     ));
+    if let (Some(l), Some(p)) = (&r.end_to_end_paced, r.period_us) {
+        s.push_str(&fmt_lat(
+            &format!("... one frame every {p:.0} us (n={})", l.frames),
+            l,
+        ));
+    }
     if let Some(l) = &r.end_to_end_resident {
         s.push_str(&fmt_lat(
             &format!("end to end, resident frame (n={})", l.frames),
@@ -627,4 +717,67 @@ pub fn table(r: &BenchReport) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small_cpu(period_us: Option<f64>) -> BenchOptions {
+        let mut cfg = ChainConfig::default();
+        cfg.geometry.n_tx = 2;
+        cfg.geometry.n_loops = 32;
+        cfg.geometry.n_samples = 64;
+        cfg.geometry.chunks_per_frame = 4;
+        cfg.cfar.train_range = 6;
+        BenchOptions {
+            backend: BackendKind::Cpu,
+            cfg,
+            frames: Some(40),
+            warmup: 5,
+            slots: 3,
+            period_us,
+            keep_samples: true,
+            ..BenchOptions::default()
+        }
+    }
+
+    #[test]
+    fn paced_run_keeps_the_period_and_every_sample() {
+        let period_us = 3000.0;
+        let t0 = Instant::now();
+        let r = run(&small_cpu(Some(period_us))).expect("bench on the CPU");
+        let elapsed = t0.elapsed().as_secs_f64() * 1e6;
+        let paced = r.end_to_end_paced.as_ref().expect("paced figures");
+        assert_eq!(paced.frames, 40);
+        assert_eq!(r.end_to_end.frames, 40);
+        let samples = r.end_to_end_paced_samples_us.as_ref().expect("samples");
+        assert_eq!(samples.len(), 40);
+        assert_eq!(r.end_to_end_samples_us.as_ref().map(Vec::len), Some(40));
+        assert!(samples.iter().all(|&t| t > 0.0 && t <= paced.max_us));
+        // 45 frames one period apart: the last starts 44 periods after the first.
+        assert!(
+            elapsed >= 44.0 * period_us,
+            "a paced run of 45 frames took {elapsed:.0} us, less than 44 periods"
+        );
+        assert_eq!(r.period_us, Some(period_us));
+        assert!(table(&r).contains("one frame every 3000 us (n=40)"));
+    }
+
+    #[test]
+    fn back_to_back_only_without_a_period() {
+        let mut o = small_cpu(None);
+        o.keep_samples = false;
+        let r = run(&o).expect("bench on the CPU");
+        assert!(r.end_to_end_paced.is_none() && r.end_to_end_samples_us.is_none());
+        assert_eq!(r.end_to_end.frames, 40);
+    }
+
+    #[test]
+    fn a_bad_period_names_the_option() {
+        for p in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e12] {
+            let e = run(&small_cpu(Some(p))).expect_err("bad period accepted");
+            assert!(e.to_string().contains("--period-us"), "{p}: {e}");
+        }
+    }
 }

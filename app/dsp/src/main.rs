@@ -5,7 +5,7 @@
 //!                  [--noise-rms 32] [--seed 1] [--frames 1] [--config chain.toml]
 //! radar-dsp detect --input f.raw [--output d.jsonl] [--backend auto|cuda|cpu] [--config chain.toml]
 //! radar-dsp bench  [--backend cuda|cpu|auto] [--config chain.toml] [--frames N] [--slots N]
-//!                  [--json out.json]
+//!                  [--period-us 8000] [--samples] [--json out.json]
 //! ```
 
 use std::fs::File;
@@ -65,6 +65,14 @@ struct BenchArgs {
     stage_reps: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also time the slot end to end with one frame every PERIOD
+    /// microseconds, as frames arrive in operation (8000 for the default
+    /// geometry); back to back only when absent.
+    #[arg(long, value_name = "PERIOD")]
+    period_us: Option<f64>,
+    /// Keep every frame's end-to-end time in the JSON report.
+    #[arg(long)]
+    samples: bool,
     /// Write the full report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -277,6 +285,8 @@ fn bench_cmd(a: BenchArgs) -> Result<(), DspError> {
         slots: a.slots,
         stage_reps: a.stage_reps,
         seed: a.seed,
+        period_us: a.period_us,
+        keep_samples: a.samples,
     };
     let report = bench::run(&opts)?;
     print!("{}", bench::table(&report));
