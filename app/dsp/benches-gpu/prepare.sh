@@ -21,7 +21,7 @@ cp target/release/radar-dsp "$DEST/radar-dsp"
 cp "$(exe cuda_matches_cpu test)" "$DEST/cuda_matches_cpu"
 cp "$(exe radar_dsp lib)" "$DEST/radar_dsp_unit"
 strip "$DEST/radar-dsp" "$DEST/cuda_matches_cpu" "$DEST/radar_dsp_unit"
-cp "$(dirname "$0")/run.sh" "$(dirname "$0")/ncu_table.py" "$(dirname "$0")/tail.py" "$DEST/"
+cp "$(dirname "$0")/run.sh" "$(dirname "$0")/ncu_table.py" "$(dirname "$0")/tail.py" "$(dirname "$0")/correlate.py" "$DEST/"
 # Optional: cubins of the default configuration's kernels for run.sh to
 # disassemble there (cuobjdump), when NVRTC and ptxas are at hand here
 # (CUDA_TOOLS: a pip nvidia-cuda-nvrtc-cu12 / nvidia-cuda-nvcc-cu12 tree).

@@ -5,7 +5,8 @@
 # options for RADAR_CUDA_OPTIONS, e.g. VARIANTS="pdl=off select=kernel"),
 # then once with the bundle in BASE (another prepare.sh bundle, for a
 # comparison on the same machine), then once per entry of EXP_VARIANTS with
-# the bundle in EXP (an experimental build).
+# the bundle in EXP (an experimental build). SMI_MS=50 logs nvidia-smi
+# (clocks, PCIe link) every 50 ms during the benchmarks for correlate.py.
 # Usage on the GPU machine: bash .device-bin/cuda/run.sh [radar-dsp bench args...]
 # (prepare.sh builds the bundle here). The logs and JSON files are packed
 # into $OUT/cuda-run.tgz (the device tool returns at most 8 files); the
@@ -48,6 +49,16 @@ bench() { # name, bundle dir, options, extra args...
   RADAR_CUDA_OPTIONS=$opts "$dir/radar-dsp" bench --backend cuda --json "$LOG/bench-$name.json" "$@" > "$LOG/bench-$name.log" 2>&1
   echo "bench rc=$?" >> "$LOG/bench-$name.log"
 }
+if [ -n "${SMI_MS:-}" ]; then
+  # The GPU's state during the benchmarks, to line up with slow frames
+  # (correlate.py): SM clock, PCIe link, clock event reasons, load.
+  # (correlate.py keys on all but the last two fields, which vary too finely.)
+  q=timestamp,clocks.sm,pcie.link.gen.current,pcie.link.width.current
+  nvidia-smi --help-query-gpu | grep -q clocks_event_reasons.active && q=$q,clocks_event_reasons.active
+  q=$q,power.draw,utilization.gpu
+  nvidia-smi --query-gpu=$q --format=csv,noheader -lms "$SMI_MS" > "$LOG/smi.csv" 2>&1 &
+  SMI_PID=$!
+fi
 names=()
 for rep in ${REPS:-1 2}; do
   echo "== bench run $rep (defaults)"
@@ -71,6 +82,7 @@ if [ -n "${BASE:-}" ]; then
   bench base "$BASE" "" "$@"; names+=(base)
   grep -E "GPU graph, resident|end to end, mapped|rc=" "$LOG/bench-base.log"
 fi
+if [ -n "${SMI_PID:-}" ]; then kill "$SMI_PID"; wait "$SMI_PID" 2>/dev/null; fi
 if [ -n "${NCU:-}" ] && command -v ncu >/dev/null; then
   # Per-kernel GPU time and DRAM/L2 traffic with warm caches. With one slot
   # and one frame, kernels 33-40 are a resident frame's graph, 41-48 a
@@ -101,6 +113,7 @@ EOF
 done
 for n in "${names[@]}"; do
   echo "$n: $(python3 "$B/tail.py" "$LOG/bench-$n.json" 2>/dev/null | tr '\n' ';')"
+  [ -s "$LOG/smi.csv" ] && python3 "$B/correlate.py" "$LOG/bench-$n.json" "$LOG/smi.csv"
 done
 } | tee "$LOG/summary.txt"
 cp "$LOG/summary.txt" "$OUT/summary.txt"

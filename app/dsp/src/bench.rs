@@ -187,6 +187,10 @@ pub struct BenchReport {
     /// they were taken (`--samples`).
     pub end_to_end_samples_us: Option<Vec<f64>>,
     pub end_to_end_paced_samples_us: Option<Vec<f64>>,
+    /// Wall clock (seconds since the epoch) when each of those two timed
+    /// loops began, to line the samples up with other logs (`--samples`).
+    pub end_to_end_started_unix_s: Option<f64>,
+    pub end_to_end_paced_started_unix_s: Option<f64>,
     /// The same with the frame resident in device memory (CUDA).
     pub end_to_end_resident: Option<LatencyStats>,
     /// GPU time of one graph replay, frame in the mapped slot.
@@ -291,13 +295,14 @@ struct Rotation<'a> {
 /// frame every `period` (the thread sleeps until shortly before each
 /// frame's time and spins the rest, so the frame starts on time; the GPU
 /// and the bus idle in between as they do in operation). Returns the
-/// per-frame times in microseconds, in order, and the summed busy time.
+/// per-frame times in microseconds, in order, the summed busy time and
+/// the wall clock when the first timed frame began.
 fn time_process(
     backend: &mut dyn Backend,
     rot: &Rotation,
     period: Option<Duration>,
     dets: &mut Detections,
-) -> Result<(Vec<f64>, f64), DspError> {
+) -> Result<(Vec<f64>, f64, f64), DspError> {
     let Rotation {
         slots,
         expect,
@@ -308,6 +313,7 @@ fn time_process(
     const SPIN: Duration = Duration::from_micros(500);
     let mut samples = Vec::with_capacity(frames);
     let mut wall = 0.0f64;
+    let mut started = 0.0f64;
     let start = Instant::now();
     for k in 0..warmup + frames {
         if let Some(p) = period {
@@ -321,6 +327,9 @@ fn time_process(
             }
         }
         let s = k % slots.len();
+        if k == warmup {
+            started = unix_time_f64();
+        }
         let t0 = Instant::now();
         backend.process(
             FrameInput {
@@ -342,7 +351,7 @@ fn time_process(
             wall += dt;
         }
     }
-    Ok((samples, wall))
+    Ok((samples, wall, started))
 }
 
 /// The slot end to end, back to back and, with `--period-us`, paced; into
@@ -354,17 +363,19 @@ fn time_slots(
     rot: &Rotation,
     dets: &mut Detections,
 ) -> Result<(), DspError> {
-    let (samples, wall) = time_process(backend, rot, None, dets)?;
+    let (samples, wall, started) = time_process(backend, rot, None, dets)?;
     report.end_to_end = LatencyStats::from_samples(&samples, wall);
     if opts.keep_samples {
         report.end_to_end_samples_us = Some(samples);
+        report.end_to_end_started_unix_s = Some(started);
     }
     if let Some(p) = opts.period_us {
         let period = Duration::from_secs_f64(p * 1e-6);
-        let (samples, wall) = time_process(backend, rot, Some(period), dets)?;
+        let (samples, wall, started) = time_process(backend, rot, Some(period), dets)?;
         report.end_to_end_paced = Some(LatencyStats::from_samples(&samples, wall));
         if opts.keep_samples {
             report.end_to_end_paced_samples_us = Some(samples);
+            report.end_to_end_paced_started_unix_s = Some(started);
         }
     }
     Ok(())
@@ -404,6 +415,12 @@ fn unix_time() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+fn unix_time_f64() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchReport {
     let g = &opts.cfg.geometry;
     BenchReport {
@@ -425,6 +442,8 @@ fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchRepor
         period_us: opts.period_us,
         end_to_end_samples_us: None,
         end_to_end_paced_samples_us: None,
+        end_to_end_started_unix_s: None,
+        end_to_end_paced_started_unix_s: None,
         end_to_end_resident: None,
         gpu_graph_mapped: None,
         gpu_graph_resident: None,
@@ -761,6 +780,7 @@ mod tests {
             "a paced run of 45 frames took {elapsed:.0} us, less than 44 periods"
         );
         assert_eq!(r.period_us, Some(period_us));
+        assert!(r.end_to_end_paced_started_unix_s.unwrap_or(0.0) > 1.7e9);
         assert!(table(&r).contains("one frame every 3000 us (n=40)"));
     }
 
