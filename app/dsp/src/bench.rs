@@ -58,6 +58,12 @@ pub struct BenchOptions {
     pub keep_samples: bool,
 }
 
+impl BenchOptions {
+    fn period(&self) -> Option<Duration> {
+        self.period_us.map(|p| Duration::from_secs_f64(p * 1e-6))
+    }
+}
+
 impl Default for BenchOptions {
     fn default() -> Self {
         BenchOptions {
@@ -193,6 +199,8 @@ pub struct BenchReport {
     pub end_to_end_paced_started_unix_s: Option<f64>,
     /// The same with the frame resident in device memory (CUDA).
     pub end_to_end_resident: Option<LatencyStats>,
+    /// ... and paced at `period_us`.
+    pub end_to_end_resident_paced: Option<LatencyStats>,
     /// GPU time of one graph replay, frame in the mapped slot.
     pub gpu_graph_mapped: Option<LatencyStats>,
     /// GPU time of one graph replay, frame resident in device memory.
@@ -281,41 +289,46 @@ fn stage_stats(t: &[crate::cuda::StageTiming]) -> Vec<StageStats> {
         .collect()
 }
 
-/// The frames a timing loop rotates through, with the detection count each
-/// gave the first time (a different count later means a broken backend).
+/// The frames a timing loop rotates through (by slot index), with the
+/// detection count each gave the first time (a different count later
+/// means a broken backend).
 #[derive(Clone, Copy)]
 struct Rotation<'a> {
-    slots: &'a [&'a [u8]],
     expect: &'a [usize],
     warmup: usize,
     frames: usize,
 }
 
-/// Time `process` on slot frames in rotation: back to back, or with one
+/// Per-frame times of one timing loop.
+struct Timed {
+    /// Microseconds, in the order taken.
+    samples: Vec<f64>,
+    /// Summed busy time, seconds.
+    busy_s: f64,
+    /// Wall clock when the first timed frame began.
+    started_unix_s: f64,
+}
+
+/// Time `frame(slot)` (which processes the frame in that slot and returns
+/// its detection count) on the slots in rotation: back to back, or with one
 /// frame every `period` (the thread sleeps until shortly before each
 /// frame's time and spins the rest, so the frame starts on time; the GPU
-/// and the bus idle in between as they do in operation). Returns the
-/// per-frame times in microseconds, in order, the summed busy time and
-/// the wall clock when the first timed frame began.
-fn time_process(
-    backend: &mut dyn Backend,
+/// and the bus idle in between as they do in operation).
+fn time_frames(
     rot: &Rotation,
     period: Option<Duration>,
-    dets: &mut Detections,
-) -> Result<(Vec<f64>, f64, f64), DspError> {
-    let Rotation {
-        slots,
-        expect,
-        warmup,
-        frames,
-    } = *rot;
+    what: &str,
+    mut frame: impl FnMut(usize) -> Result<usize, DspError>,
+) -> Result<Timed, DspError> {
     // Sleeping closer than this to a frame's time risks waking late.
     const SPIN: Duration = Duration::from_micros(500);
-    let mut samples = Vec::with_capacity(frames);
-    let mut wall = 0.0f64;
-    let mut started = 0.0f64;
+    let mut t = Timed {
+        samples: Vec::with_capacity(rot.frames),
+        busy_s: 0.0,
+        started_unix_s: 0.0,
+    };
     let start = Instant::now();
-    for k in 0..warmup + frames {
+    for k in 0..rot.warmup + rot.frames {
         if let Some(p) = period {
             let due = start + p * u32::try_from(k).unwrap_or(u32::MAX);
             let now = Instant::now();
@@ -326,11 +339,38 @@ fn time_process(
                 std::hint::spin_loop();
             }
         }
-        let s = k % slots.len();
-        if k == warmup {
-            started = unix_time_f64();
+        let s = k % rot.expect.len();
+        if k == rot.warmup {
+            t.started_unix_s = unix_time_f64();
         }
         let t0 = Instant::now();
+        let n = frame(s)?;
+        let dt = t0.elapsed().as_secs_f64();
+        if n != rot.expect[s] {
+            return Err(DspError::Backend(format!(
+                "{what} {s}: {n} detections, {} the first time: the backend is not deterministic",
+                rot.expect[s]
+            )));
+        }
+        if k >= rot.warmup {
+            t.samples.push(dt * 1e6);
+            t.busy_s += dt;
+        }
+    }
+    Ok(t)
+}
+
+/// `process` on the slots, back to back and, with `--period-us`, paced;
+/// into the report.
+fn time_slots(
+    opts: &BenchOptions,
+    report: &mut BenchReport,
+    backend: &mut dyn Backend,
+    slots: &[&[u8]],
+    rot: &Rotation,
+    dets: &mut Detections,
+) -> Result<(), DspError> {
+    let mut frame = |s: usize| -> Result<usize, DspError> {
         backend.process(
             FrameInput {
                 bytes: slots[s],
@@ -338,44 +378,20 @@ fn time_process(
             },
             dets,
         )?;
-        let dt = t0.elapsed().as_secs_f64();
-        if dets.list.len() != expect[s] {
-            return Err(DspError::Backend(format!(
-                "slot {s}: {} detections, {} the first time: the backend is not deterministic",
-                dets.list.len(),
-                expect[s]
-            )));
-        }
-        if k >= warmup {
-            samples.push(dt * 1e6);
-            wall += dt;
-        }
-    }
-    Ok((samples, wall, started))
-}
-
-/// The slot end to end, back to back and, with `--period-us`, paced; into
-/// the report.
-fn time_slots(
-    opts: &BenchOptions,
-    report: &mut BenchReport,
-    backend: &mut dyn Backend,
-    rot: &Rotation,
-    dets: &mut Detections,
-) -> Result<(), DspError> {
-    let (samples, wall, started) = time_process(backend, rot, None, dets)?;
-    report.end_to_end = LatencyStats::from_samples(&samples, wall);
+        Ok(dets.list.len())
+    };
+    let t = time_frames(rot, None, "slot", &mut frame)?;
+    report.end_to_end = LatencyStats::from_samples(&t.samples, t.busy_s);
     if opts.keep_samples {
-        report.end_to_end_samples_us = Some(samples);
-        report.end_to_end_started_unix_s = Some(started);
+        report.end_to_end_samples_us = Some(t.samples);
+        report.end_to_end_started_unix_s = Some(t.started_unix_s);
     }
-    if let Some(p) = opts.period_us {
-        let period = Duration::from_secs_f64(p * 1e-6);
-        let (samples, wall, started) = time_process(backend, rot, Some(period), dets)?;
-        report.end_to_end_paced = Some(LatencyStats::from_samples(&samples, wall));
+    if let Some(period) = opts.period() {
+        let t = time_frames(rot, Some(period), "slot", &mut frame)?;
+        report.end_to_end_paced = Some(LatencyStats::from_samples(&t.samples, t.busy_s));
         if opts.keep_samples {
-            report.end_to_end_paced_samples_us = Some(samples);
-            report.end_to_end_paced_started_unix_s = Some(started);
+            report.end_to_end_paced_samples_us = Some(t.samples);
+            report.end_to_end_paced_started_unix_s = Some(t.started_unix_s);
         }
     }
     Ok(())
@@ -445,6 +461,7 @@ fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchRepor
         end_to_end_started_unix_s: None,
         end_to_end_paced_started_unix_s: None,
         end_to_end_resident: None,
+        end_to_end_resident_paced: None,
         gpu_graph_mapped: None,
         gpu_graph_resident: None,
         gpu_graph_mapped_gated: None,
@@ -472,12 +489,11 @@ fn run_cpu(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     report.mean_detections = mean(&expect);
     let frames = opts.frames.unwrap_or(200);
     let rot = Rotation {
-        slots: &views,
         expect: &expect,
         warmup: opts.warmup.min(20),
         frames,
     };
-    time_slots(opts, &mut report, &mut backend, &rot, &mut dets)?;
+    time_slots(opts, &mut report, &mut backend, &views, &rot, &mut dets)?;
     Ok(report)
 }
 
@@ -545,36 +561,25 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     let frames = opts.frames.unwrap_or(10_000);
 
     let rot = Rotation {
-        slots: &views,
         expect: &expect,
         warmup: opts.warmup,
         frames,
     };
-    time_slots(opts, &mut report, &mut backend, &rot, &mut dets)?;
+    time_slots(opts, &mut report, &mut backend, &views, &rot, &mut dets)?;
 
     // Resident frames: launch, wait, read, host-timed.
-    let mut samples = Vec::with_capacity(frames);
-    let mut wall = 0.0;
-    for k in 0..opts.warmup + frames {
-        let s = k % ring.len();
-        let t0 = Instant::now();
+    let mut resident = |s: usize| -> Result<usize, DspError> {
         backend.launch_resident(s)?;
         backend.wait()?;
         backend.read_detections(&mut dets);
-        let dt = t0.elapsed().as_secs_f64();
-        if dets.list.len() != expect[s] {
-            return Err(DspError::Cuda(format!(
-                "resident frame {s}: {} detections, {} from its slot",
-                dets.list.len(),
-                expect[s]
-            )));
-        }
-        if k >= opts.warmup {
-            samples.push(dt * 1e6);
-            wall += dt;
-        }
+        Ok(dets.list.len())
+    };
+    let t = time_frames(&rot, None, "resident frame", &mut resident)?;
+    report.end_to_end_resident = Some(LatencyStats::from_samples(&t.samples, t.busy_s));
+    if let Some(period) = opts.period() {
+        let t = time_frames(&rot, Some(period), "resident frame", &mut resident)?;
+        report.end_to_end_resident_paced = Some(LatencyStats::from_samples(&t.samples, t.busy_s));
     }
-    report.end_to_end_resident = Some(LatencyStats::from_samples(&samples, wall));
 
     let gpu_reps = frames.min(5000);
     let mapped = backend.graph_gpu_times(false, ring.len(), gpu_reps, false)?;
@@ -667,6 +672,12 @@ pub fn table(r: &BenchReport) -> String {
     if let Some(l) = &r.end_to_end_resident {
         s.push_str(&fmt_lat(
             &format!("end to end, resident frame (n={})", l.frames),
+            l,
+        ));
+    }
+    if let (Some(l), Some(p)) = (&r.end_to_end_resident_paced, r.period_us) {
+        s.push_str(&fmt_lat(
+            &format!("... one frame every {p:.0} us (n={})", l.frames),
             l,
         ));
     }
