@@ -7,6 +7,8 @@
 # comparison on the same machine), then once per entry of EXP_VARIANTS with
 # the bundle in EXP (an experimental build). SMI_MS=50 logs nvidia-smi
 # (clocks, PCIe link) every 50 ms during the benchmarks for correlate.py.
+# RUN_PREFIX runs each benchmark under a command, e.g. "chrt -f 80 taskset
+# -c 3" for the appliance loop's scheduling (SCHED_FIFO, one core).
 # Usage on the GPU machine: bash .device-bin/cuda/run.sh [radar-dsp bench args...]
 # (prepare.sh builds the bundle here). The logs and JSON files are packed
 # into $OUT/cuda-run.tgz (the device tool returns at most 8 files); the
@@ -46,7 +48,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then
 fi
 bench() { # name, bundle dir, options, extra args...
   local name=$1 dir=$2 opts=$3; shift 3
-  RADAR_CUDA_OPTIONS=$opts "$dir/radar-dsp" bench --backend cuda --json "$LOG/bench-$name.json" "$@" > "$LOG/bench-$name.log" 2>&1
+  RADAR_CUDA_OPTIONS=$opts ${RUN_PREFIX:-} "$dir/radar-dsp" bench --backend cuda --json "$LOG/bench-$name.json" "$@" > "$LOG/bench-$name.log" 2>&1
   echo "bench rc=$?" >> "$LOG/bench-$name.log"
 }
 if [ -n "${SMI_MS:-}" ]; then
