@@ -301,10 +301,9 @@ static void fp_c2h_credit(struct fp_ring *ring)
 		fp_uwr(ring->fdev, FP_UB_FRAME_CREDIT_ADD, frames);
 }
 
-/* Engine or stream error: stop capture. irq_lock and ring->lock held. */
-static void fp_c2h_fault(struct fp_ring *ring, u32 code, u32 detail)
+/* Tell the ring's owner that its ring faulted (code, detail: the cause). */
+static void fp_fault_event(struct fp_ring *ring, u32 code, u32 detail)
 {
-	struct fp_dev *fdev = ring->fdev;
 	struct fpga_p2p_event ev = {
 		.type = FPGA_P2P_EV_FAULT,
 		.handle = ring->handle,
@@ -313,6 +312,14 @@ static void fp_c2h_fault(struct fp_ring *ring, u32 code, u32 detail)
 		.bytes = detail,
 	};
 
+	fp_event_push(ring->fp, &ev);
+}
+
+/* Engine or stream error: stop capture. irq_lock and ring->lock held. */
+static void fp_c2h_fault(struct fp_ring *ring, u32 code, u32 detail)
+{
+	struct fp_dev *fdev = ring->fdev;
+
 	fp_uwr(fdev, FP_UB_CTRL, 0);
 	fp_xwr(fdev, FP_C2H(XDMA_CH_CONTROL), 0);
 	fdev->active[FP_C2H] = NULL;
@@ -320,7 +327,7 @@ static void fp_c2h_fault(struct fp_ring *ring, u32 code, u32 detail)
 	atomic64_inc(&fdev->cnt.desc_errors);
 	dev_err_ratelimited(fdev->dev, "capture fault %u (0x%08x)\n", code,
 			    detail);
-	fp_event_push(ring->fp, &ev);
+	fp_fault_event(ring, code, detail);
 }
 
 /* The frame in the oldest engine slot is complete: hand it over. */
@@ -453,13 +460,6 @@ static void fp_tx_done(struct fp_ring *ring, struct fp_tx *tx, u32 flags)
 static void fp_h2c_fault(struct fp_ring *ring, u32 code, u32 detail)
 {
 	struct fp_dev *fdev = ring->fdev;
-	struct fpga_p2p_event ev = {
-		.type = FPGA_P2P_EV_FAULT,
-		.handle = ring->handle,
-		.slot = FPGA_P2P_NO_SLOT,
-		.chunk = code,
-		.bytes = detail,
-	};
 
 	fp_xwr(fdev, FP_H2C(XDMA_CH_CONTROL), 0);
 	fdev->active[FP_H2C] = NULL;
@@ -467,7 +467,7 @@ static void fp_h2c_fault(struct fp_ring *ring, u32 code, u32 detail)
 	atomic64_inc(&fdev->cnt.desc_errors);
 	dev_err_ratelimited(fdev->dev, "transmit fault %u (0x%08x)\n", code,
 			    detail);
-	fp_event_push(ring->fp, &ev);
+	fp_fault_event(ring, code, detail);
 	while (ring->txq_count) {
 		fp_tx_done(ring, &ring->txq[ring->txq_head],
 			   FPGA_P2P_EVF_TX_ERROR);

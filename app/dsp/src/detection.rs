@@ -3,6 +3,11 @@
 use serde::{Deserialize, Serialize};
 
 /// One detected target (spec v1 step 10).
+///
+/// `repr(C)`: this is also the record the CUDA chain writes to mapped host
+/// memory (`struct GpuDetection` in cuda/kernels.cu, field for field), so the
+/// host reads it as it is.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Detection {
     /// Integer range bin of the CFAR cell.

@@ -384,8 +384,18 @@ impl Backend for CudaBackend {
     }
 }
 
-/// Sanity for the mapped-output layout shared with `kernels.cu`.
-const _: () = assert!(std::mem::size_of::<pipeline::GpuDetection>() == 40);
+/// Sanity for the mapped-output layout shared with `kernels.cu`: its
+/// `GpuDetection` is `Detection`, ten 4-byte fields in the same order.
+const _: () = {
+    use std::mem::offset_of;
+    type D = crate::detection::Detection;
+    assert!(std::mem::size_of::<D>() == 40);
+    assert!(offset_of!(D, range_bin) == 0 && offset_of!(D, doppler_bin) == 4);
+    assert!(offset_of!(D, range_m) == 8 && offset_of!(D, velocity_mps) == 12);
+    assert!(offset_of!(D, azimuth_deg) == 16 && offset_of!(D, snr_db) == 20);
+    assert!(offset_of!(D, power_db) == 24 && offset_of!(D, range_bin_refined) == 28);
+    assert!(offset_of!(D, doppler_bin_refined) == 32 && offset_of!(D, angle_bin_refined) == 36);
+};
 const _: () = assert!(std::mem::size_of::<pipeline::OutHeader>() == 16);
 
 #[cfg(test)]

@@ -155,22 +155,6 @@ pub(super) struct OutHeader {
     pub reserved: [u32; 2],
 }
 
-/// Mirrors `struct GpuDetection` in kernels.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct GpuDetection {
-    pub range_bin: u32,
-    pub doppler_bin: u32,
-    pub range_m: f32,
-    pub velocity_mps: f32,
-    pub azimuth_deg: f32,
-    pub snr_db: f32,
-    pub power_db: f32,
-    pub range_bin_refined: f32,
-    pub doppler_bin_refined: f32,
-    pub angle_bin_refined: f32,
-}
-
 /// Bytes of one `Candidate` in kernels.cu (u32, float, double, float[4]).
 const CANDIDATE_BYTES: usize = 32;
 
@@ -450,7 +434,7 @@ impl Pipeline {
         };
         let out = MappedHostBuffer::new(
             &ctx,
-            std::mem::size_of::<OutHeader>() + max_det * std::mem::size_of::<GpuDetection>(),
+            std::mem::size_of::<OutHeader>() + max_det * std::mem::size_of::<Detection>(),
         )?;
 
         let to_i32 = |v: usize, what: &'static str| {
@@ -1002,24 +986,15 @@ impl Pipeline {
         // GPU wrote before the stream synchronisation that preceded this call.
         let hdr = unsafe { std::ptr::read_volatile(base as *const OutHeader) };
         let n = (hdr.count as usize).min(self.max_det);
-        // SAFETY: GpuDetection[max_det] follows the 16-byte header (4-byte
-        // aligned fields), inside the buffer allocated for it.
-        let dets = unsafe { base.add(std::mem::size_of::<OutHeader>()) } as *const GpuDetection;
+        // SAFETY: GpuDetection[max_det] (the layout of the repr(C)
+        // Detection) follows the 16-byte header (4-byte aligned fields),
+        // inside the buffer allocated for it.
+        let dets = unsafe { base.add(std::mem::size_of::<OutHeader>()) } as *const Detection;
         for i in 0..n {
-            // SAFETY: i < max_det, within the buffer; written by the GPU.
-            let d = unsafe { std::ptr::read_volatile(dets.add(i)) };
-            out.list.push(Detection {
-                range_bin: d.range_bin,
-                doppler_bin: d.doppler_bin,
-                range_m: d.range_m,
-                velocity_mps: d.velocity_mps,
-                azimuth_deg: d.azimuth_deg,
-                snr_db: d.snr_db,
-                power_db: d.power_db,
-                range_bin_refined: d.range_bin_refined,
-                doppler_bin_refined: d.doppler_bin_refined,
-                angle_bin_refined: d.angle_bin_refined,
-            });
+            // SAFETY: i < max_det, within the buffer; written by the GPU; every
+            // bit pattern is a valid Detection (u32 and f32 fields only).
+            out.list
+                .push(unsafe { std::ptr::read_volatile(dets.add(i)) });
         }
         out.cut = hdr.cut;
     }
