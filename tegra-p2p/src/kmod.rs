@@ -278,6 +278,29 @@ impl KmodSource {
                 what: "capture",
             });
         }
+        // The module would refuse these with EINVAL; say which limit instead.
+        if ring.slot_bytes() as u64 > info.max_slot_bytes {
+            return Err(Error::InvalidArgument {
+                what: "ring slot_bytes",
+                reason: format!(
+                    "{} bytes is more than the {} a slot of {} may hold (a frame must fit one slot)",
+                    ring.slot_bytes(),
+                    info.max_slot_bytes,
+                    dev.name
+                ),
+            });
+        }
+        if ring.nr_slots() > info.max_slots {
+            return Err(Error::InvalidArgument {
+                what: "ring nr_slots",
+                reason: format!(
+                    "{} slots is more than the {} a ring of {} may have",
+                    ring.nr_slots(),
+                    info.max_slots,
+                    dev.name
+                ),
+            });
+        }
         let chunk = u32::try_from(chunk_bytes).map_err(|_| Error::InvalidArgument {
             what: "chunk_bytes",
             reason: format!("{chunk_bytes} does not fit the uapi"),

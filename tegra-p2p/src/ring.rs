@@ -14,6 +14,12 @@ use crate::uapi::FPGA_P2P_SLOT_ALIGN;
 
 const ALIGN: usize = FPGA_P2P_SLOT_ALIGN as usize;
 
+/// The most bytes a slot may hold: the kernel module's limit
+/// (`FP_MAX_SLOT_BYTES` in kmod/fpga_p2p_drv.h, reported by INFO as
+/// `max_slot_bytes`, which a card may lower further). A frame must fit one
+/// slot, so this is also the largest frame.
+pub const MAX_SLOT_BYTES: usize = 64 << 20;
+
 /// Which memory backs the ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MemoryKind {
@@ -112,6 +118,15 @@ impl RingMemory {
                 what: "ring slot_bytes",
                 reason: format!(
                     "{} is not a non-zero multiple of {ALIGN} (slots must stay 4 KiB aligned)",
+                    cfg.slot_bytes
+                ),
+            });
+        }
+        if cfg.slot_bytes > MAX_SLOT_BYTES {
+            return Err(Error::InvalidArgument {
+                what: "ring slot_bytes",
+                reason: format!(
+                    "{} bytes is more than the {MAX_SLOT_BYTES} a slot may hold (a frame must fit one slot)",
                     cfg.slot_bytes
                 ),
             });
@@ -328,6 +343,9 @@ mod tests {
         assert!(RingMemory::new(&RingConfig::new(2, 4095)).is_err());
         assert!(RingMemory::new(&RingConfig::new(2, 0)).is_err());
         assert!(RingMemory::new(&RingConfig::new(u32::MAX, usize::MAX & !4095)).is_err());
+        assert!(RingMemory::new(&RingConfig::new(u32::MAX, MAX_SLOT_BYTES)).is_err());
+        let e = RingMemory::new(&RingConfig::new(2, MAX_SLOT_BYTES + 4096)).unwrap_err();
+        assert!(e.to_string().contains("a frame must fit one slot"), "{e}");
     }
 
     #[test]

@@ -247,6 +247,16 @@ impl RadardConfig {
                 reason: "must be at least 1".into(),
             });
         }
+        if self.geometry.frame_bytes() > tegra_p2p::ring::MAX_SLOT_BYTES {
+            return Err(ConfigError::Invalid {
+                key: "geometry",
+                reason: format!(
+                    "a frame of {} bytes (n_tx x n_rx x n_loops x n_samples x 4) does not fit a ring slot of at most {} bytes",
+                    self.geometry.frame_bytes(),
+                    tegra_p2p::ring::MAX_SLOT_BYTES
+                ),
+            });
+        }
         if self.geometry.chunk_bytes() % 4096 != 0 {
             return Err(ConfigError::Invalid {
                 key: "geometry.chunks_per_frame",
@@ -297,6 +307,10 @@ mod tests {
             ("[backend]\nkind = \"opencl\"", "backend.kind"),
             ("[rt]\npriority = 200", "rt.priority"),
             ("[geometry]\nn_samples = 100", "geometry.n_samples"),
+            (
+                "[geometry]\nn_loops = 4096\nn_samples = 65536",
+                "does not fit a ring slot",
+            ),
             ("[cfar]\npfa = 2.0", "cfar.pfa"),
             ("[source]\nevent_timeout_ms = 2", "source.event_timeout_ms"),
             (
