@@ -67,6 +67,9 @@ t_start=$SECONDS
 ensure_pkgs qemu-system-x86 busybox-static cpio kmod python3 build-essential binutils
 
 outdir="$top/target/qemu"
+# The self-test's suites fail on purpose: keep their files apart from the
+# real suites' results of the same kernel.
+[ "$suite" = selftest ] && outdir="$outdir/selftest"
 name="$kernel-$suite"
 work="$outdir/$name.d"
 console_log="$outdir/$name.log"
