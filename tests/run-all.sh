@@ -36,7 +36,9 @@ only=("$@")
 
 step rust:fmt cargo fmt --all --check
 step rust:clippy cargo clippy --workspace --all-targets --locked -- -D warnings
-step rust:test cargo test --workspace --release --locked
+# --show-output: the figures the tests print (detection rates, errors) and
+# their "skipped: no CUDA" lines appear in the log, not only on failure.
+step rust:test cargo test --workspace --release --locked -- --show-output
 step rust:aarch64 cargo build --workspace --release --locked --target aarch64-unknown-linux-gnu
 step kmod bash tests/kmod-checks.sh
 step qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
