@@ -152,6 +152,7 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
         by_case.len()
     );
     out.note("cases", by_case.len() as u64);
+
     // The same file still streams the test pattern correctly afterwards.
     t.down()?;
     t.up()?;
@@ -206,6 +207,12 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
     t.down()?;
     drop(t);
     crate::smoke(env, 4, out)?;
+    out.detail = format!(
+        "{} hostile calls of {} kinds, each answered with an errno it allows; \
+         the same file then streamed verified frames, and a new one too",
+        out.fuzz_calls,
+        by_case.len()
+    );
     Ok(())
 }
 

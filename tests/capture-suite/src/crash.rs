@@ -103,5 +103,10 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
             eprintln!("crash: {} kill cycles ok", cycle + 1);
         }
     }
+    out.detail = format!(
+        "{} SIGKILLs of a streaming process: each time nothing left pinned or mapped, \
+         and the next process streamed {} verified frames",
+        out.kill_cycles, o.check_frames
+    );
     Ok(())
 }

@@ -292,5 +292,10 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
         rx.drops,
         dx.drops
     );
+    out.detail = format!(
+        "capture alone {:.1} frames/s ({} drops), with transmit {:.1} frames/s ({} drops), \
+         {} transmit buffers completed",
+        rx.fps, rx.drops, dx.fps, dx.drops, dx.tx_done
+    );
     Ok(())
 }
