@@ -56,11 +56,19 @@ pub struct BenchOptions {
     /// Keep every per-frame end-to-end time in the report (JSON), to see
     /// whether slow frames come alone or in stretches.
     pub keep_samples: bool,
+    /// CUDA, with `period_us`: time the paced runs once more, with an empty
+    /// kernel queued this many microseconds before each frame is due (does
+    /// a GPU woken ahead of the frame lose the cost of idling?).
+    pub wake_us: Option<f64>,
 }
 
 impl BenchOptions {
     fn period(&self) -> Option<Duration> {
         self.period_us.map(|p| Duration::from_secs_f64(p * 1e-6))
+    }
+
+    fn wake(&self) -> Option<Duration> {
+        self.wake_us.map(|w| Duration::from_secs_f64(w * 1e-6))
     }
 }
 
@@ -76,6 +84,7 @@ impl Default for BenchOptions {
             seed: 1,
             period_us: None,
             keep_samples: false,
+            wake_us: None,
         }
     }
 }
@@ -201,6 +210,10 @@ pub struct BenchReport {
     pub end_to_end_resident: Option<LatencyStats>,
     /// ... and paced at `period_us`.
     pub end_to_end_resident_paced: Option<LatencyStats>,
+    /// The two paced runs again with the GPU woken `wake_us` before each frame.
+    pub wake_us: Option<f64>,
+    pub end_to_end_paced_woken: Option<LatencyStats>,
+    pub end_to_end_resident_paced_woken: Option<LatencyStats>,
     /// GPU time of one graph replay, frame in the mapped slot.
     pub gpu_graph_mapped: Option<LatencyStats>,
     /// GPU time of one graph replay, frame resident in device memory.
@@ -309,16 +322,26 @@ struct Timed {
     started_unix_s: f64,
 }
 
-/// Time `frame(slot)` (which processes the frame in that slot and returns
-/// its detection count) on the slots in rotation: back to back, or with one
-/// frame every `period` (the thread sleeps until shortly before each
-/// frame's time and spins the rest, so the frame starts on time; the GPU
-/// and the bus idle in between as they do in operation).
+/// What a timing loop asks of the code under test.
+#[derive(Clone, Copy)]
+enum Step {
+    /// Process the frame in this slot; returns its detection count.
+    Frame(usize),
+    /// Wake the GPU (`--wake-us`): the frame is due shortly.
+    Wake,
+}
+
+/// Time `frame(Step::Frame(slot))` on the slots in rotation: back to back,
+/// or with one frame every `period` (the thread sleeps until shortly before
+/// each frame's time and spins the rest, so the frame starts on time; the
+/// GPU and the bus idle in between as they do in operation), then with
+/// `wake`, `frame(Step::Wake)` that long before each frame is due.
 fn time_frames(
     rot: &Rotation,
     period: Option<Duration>,
+    wake: Option<Duration>,
     what: &str,
-    mut frame: impl FnMut(usize) -> Result<usize, DspError>,
+    mut frame: impl FnMut(Step) -> Result<usize, DspError>,
 ) -> Result<Timed, DspError> {
     // Sleeping closer than this to a frame's time risks waking late.
     const SPIN: Duration = Duration::from_micros(500);
@@ -331,9 +354,16 @@ fn time_frames(
     for k in 0..rot.warmup + rot.frames {
         if let Some(p) = period {
             let due = start + p * u32::try_from(k).unwrap_or(u32::MAX);
+            let lead = wake.unwrap_or(Duration::ZERO);
             let now = Instant::now();
-            if due > now + SPIN {
-                std::thread::sleep(due - now - SPIN);
+            if due > now + SPIN + lead {
+                std::thread::sleep(due - now - SPIN - lead);
+            }
+            if wake.is_some() {
+                while Instant::now() + lead < due {
+                    std::hint::spin_loop();
+                }
+                frame(Step::Wake)?;
             }
             while Instant::now() < due {
                 std::hint::spin_loop();
@@ -344,7 +374,7 @@ fn time_frames(
             t.started_unix_s = unix_time_f64();
         }
         let t0 = Instant::now();
-        let n = frame(s)?;
+        let n = frame(Step::Frame(s))?;
         let dt = t0.elapsed().as_secs_f64();
         if n != rot.expect[s] {
             return Err(DspError::Backend(format!(
@@ -370,7 +400,10 @@ fn time_slots(
     rot: &Rotation,
     dets: &mut Detections,
 ) -> Result<(), DspError> {
-    let mut frame = |s: usize| -> Result<usize, DspError> {
+    let mut frame = |step: Step| -> Result<usize, DspError> {
+        let Step::Frame(s) = step else {
+            return Ok(0);
+        };
         backend.process(
             FrameInput {
                 bytes: slots[s],
@@ -380,14 +413,14 @@ fn time_slots(
         )?;
         Ok(dets.list.len())
     };
-    let t = time_frames(rot, None, "slot", &mut frame)?;
+    let t = time_frames(rot, None, None, "slot", &mut frame)?;
     report.end_to_end = LatencyStats::from_samples(&t.samples, t.busy_s);
     if opts.keep_samples {
         report.end_to_end_samples_us = Some(t.samples);
         report.end_to_end_started_unix_s = Some(t.started_unix_s);
     }
     if let Some(period) = opts.period() {
-        let t = time_frames(rot, Some(period), "slot", &mut frame)?;
+        let t = time_frames(rot, Some(period), None, "slot", &mut frame)?;
         report.end_to_end_paced = Some(LatencyStats::from_samples(&t.samples, t.busy_s));
         if opts.keep_samples {
             report.end_to_end_paced_samples_us = Some(t.samples);
@@ -401,6 +434,18 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     opts.cfg.validate()?;
     if opts.slots == 0 {
         return Err(DspError::config("--slots", "must be at least 1"));
+    }
+    if let Some(w) = opts.wake_us {
+        let ok = opts
+            .period_us
+            .is_some_and(|p| w.is_finite() && w > 0.0 && w < p)
+            && !matches!(opts.backend, BackendKind::Cpu);
+        if !ok {
+            return Err(DspError::config(
+                "--wake-us",
+                "needs --period-us, the cuda backend, and a lead above 0 and below the period",
+            ));
+        }
     }
     if let Some(p) = opts.period_us {
         // Up to a minute per frame: beyond that a run of 10000 frames is
@@ -462,6 +507,9 @@ fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchRepor
         end_to_end_paced_started_unix_s: None,
         end_to_end_resident: None,
         end_to_end_resident_paced: None,
+        wake_us: opts.wake_us,
+        end_to_end_paced_woken: None,
+        end_to_end_resident_paced_woken: None,
         gpu_graph_mapped: None,
         gpu_graph_resident: None,
         gpu_graph_mapped_gated: None,
@@ -568,17 +616,52 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     time_slots(opts, &mut report, &mut backend, &views, &rot, &mut dets)?;
 
     // Resident frames: launch, wait, read, host-timed.
-    let mut resident = |s: usize| -> Result<usize, DspError> {
-        backend.launch_resident(s)?;
-        backend.wait()?;
-        backend.read_detections(&mut dets);
-        Ok(dets.list.len())
+    let mut resident = |step: Step| -> Result<usize, DspError> {
+        match step {
+            Step::Wake => backend.wake().map(|()| 0),
+            Step::Frame(s) => {
+                backend.launch_resident(s)?;
+                backend.wait()?;
+                backend.read_detections(&mut dets);
+                Ok(dets.list.len())
+            }
+        }
     };
-    let t = time_frames(&rot, None, "resident frame", &mut resident)?;
+    let t = time_frames(&rot, None, None, "resident frame", &mut resident)?;
     report.end_to_end_resident = Some(LatencyStats::from_samples(&t.samples, t.busy_s));
     if let Some(period) = opts.period() {
-        let t = time_frames(&rot, Some(period), "resident frame", &mut resident)?;
+        let t = time_frames(&rot, Some(period), None, "resident frame", &mut resident)?;
         report.end_to_end_resident_paced = Some(LatencyStats::from_samples(&t.samples, t.busy_s));
+        if let Some(wake) = opts.wake() {
+            let t = time_frames(
+                &rot,
+                Some(period),
+                Some(wake),
+                "resident frame",
+                &mut resident,
+            )?;
+            report.end_to_end_resident_paced_woken =
+                Some(LatencyStats::from_samples(&t.samples, t.busy_s));
+        }
+    }
+    if let (Some(period), Some(wake)) = (opts.period(), opts.wake()) {
+        let mut slot = |step: Step| -> Result<usize, DspError> {
+            match step {
+                Step::Wake => backend.wake().map(|()| 0),
+                Step::Frame(s) => {
+                    backend.process(
+                        FrameInput {
+                            bytes: views[s],
+                            slot: Some(s),
+                        },
+                        &mut dets,
+                    )?;
+                    Ok(dets.list.len())
+                }
+            }
+        };
+        let t = time_frames(&rot, Some(period), Some(wake), "slot", &mut slot)?;
+        report.end_to_end_paced_woken = Some(LatencyStats::from_samples(&t.samples, t.busy_s));
     }
 
     let gpu_reps = frames.min(5000);
@@ -678,6 +761,24 @@ pub fn table(r: &BenchReport) -> String {
     if let (Some(l), Some(p)) = (&r.end_to_end_resident_paced, r.period_us) {
         s.push_str(&fmt_lat(
             &format!("... one frame every {p:.0} us (n={})", l.frames),
+            l,
+        ));
+    }
+    if let (Some(l), Some(w)) = (&r.end_to_end_paced_woken, r.wake_us) {
+        s.push_str(&fmt_lat(
+            &format!(
+                "... slot, paced, GPU woken {w:.0} us ahead (n={})",
+                l.frames
+            ),
+            l,
+        ));
+    }
+    if let (Some(l), Some(w)) = (&r.end_to_end_resident_paced_woken, r.wake_us) {
+        s.push_str(&fmt_lat(
+            &format!(
+                "... resident, paced, woken {w:.0} us ahead (n={})",
+                l.frames
+            ),
             l,
         ));
     }
@@ -809,6 +910,16 @@ mod tests {
         for p in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e12] {
             let e = run(&small_cpu(Some(p))).expect_err("bad period accepted");
             assert!(e.to_string().contains("--period-us"), "{p}: {e}");
+        }
+        // Waking needs a period longer than the lead, and the GPU.
+        for (period, wake) in [(None, 100.0), (Some(3000.0), 3000.0), (Some(3000.0), 100.0)] {
+            let mut o = small_cpu(period);
+            o.wake_us = Some(wake);
+            let e = run(&o).expect_err("bad wake accepted");
+            assert!(
+                e.to_string().contains("--wake-us"),
+                "{period:?} {wake}: {e}"
+            );
         }
     }
 }

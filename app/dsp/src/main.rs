@@ -5,7 +5,7 @@
 //!                  [--noise-rms 32] [--seed 1] [--frames 1] [--config chain.toml]
 //! radar-dsp detect --input f.raw [--output d.jsonl] [--backend auto|cuda|cpu] [--config chain.toml]
 //! radar-dsp bench  [--backend cuda|cpu|auto] [--config chain.toml] [--frames N] [--slots N]
-//!                  [--period-us 8000] [--samples] [--json out.json]
+//!                  [--period-us 8000 [--wake-us 300]] [--samples] [--json out.json]
 //! ```
 
 use std::fs::File;
@@ -73,6 +73,10 @@ struct BenchArgs {
     /// Keep every frame's end-to-end time in the JSON report.
     #[arg(long)]
     samples: bool,
+    /// With --period-us on cuda: time the paced runs again with an empty
+    /// kernel queued LEAD microseconds before each frame is due.
+    #[arg(long, value_name = "LEAD")]
+    wake_us: Option<f64>,
     /// Write the full report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -287,6 +291,7 @@ fn bench_cmd(a: BenchArgs) -> Result<(), DspError> {
         seed: a.seed,
         period_us: a.period_us,
         keep_samples: a.samples,
+        wake_us: a.wake_us,
     };
     let report = bench::run(&opts)?;
     print!("{}", bench::table(&report));

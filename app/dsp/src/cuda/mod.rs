@@ -226,6 +226,12 @@ impl CudaBackend {
         g.graph.launch().map_err(cuda_err("graph launch"))
     }
 
+    /// Queue an empty kernel on the chain's stream without waiting for it
+    /// (bench experiments: wake the GPU shortly before a frame is due).
+    pub fn wake(&self) -> Result<(), DspError> {
+        self.pipeline.wake()
+    }
+
     /// A mapped pinned buffer in this backend's context (for rings in tests
     /// and benchmarks; the appliance's ring comes from tegra-p2p).
     pub fn mapped_buffer(&self, bytes: usize) -> Result<MappedHostBuffer, DspError> {

@@ -798,6 +798,20 @@ impl Pipeline {
         Ok(t[t.len() / 2])
     }
 
+    /// Queue one empty one-warp kernel on the chain's stream and return
+    /// (no wait): the GPU has work again, for experiments on what an idle
+    /// GPU costs the next frame (`radar-dsp bench --wake-us`).
+    pub fn wake(&self) -> Result<(), DspError> {
+        self.launch(
+            "launch empty_kernel",
+            &self.kernels.empty,
+            (1, 1),
+            32,
+            &[0],
+            false,
+        )
+    }
+
     fn pdl_capable(&self) -> bool {
         self.ctx
             .compute_capability()
