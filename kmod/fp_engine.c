@@ -192,6 +192,28 @@ static void fp_attach(struct fp_ring *ring)
 	spin_unlock_irqrestore(&fdev->irq_lock, flags);
 }
 
+/*
+ * Point the ring's channel at its first descriptor, unmask its interrupts,
+ * make the ring the channel's active one and set Run. hw_lock held.
+ */
+static void fp_chan_run(struct fp_ring *ring, dma_addr_t first)
+{
+	struct fp_dev *fdev = ring->fdev;
+	u32 sg = fp_chan_sg(ring->dir);
+	u32 ch = fp_chan(ring->dir);
+
+	fp_xwr(fdev, sg + XDMA_SG_DESC_LO, lower_32_bits(first));
+	fp_xwr(fdev, sg + XDMA_SG_DESC_HI, upper_32_bits(first));
+	fp_xwr(fdev, sg + XDMA_SG_DESC_ADJ, 0);
+	fp_xwr(fdev, ch + XDMA_CH_INT_MASK, FP_CH_IRQS);
+	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1S),
+	       ring->dir == FP_C2H ? FP_IRQ_C2H0 : FP_IRQ_H2C0);
+	fp_attach(ring);
+	/* Descriptors and writeback records in place before Run. */
+	dma_wmb();
+	fp_xwr(fdev, ch + XDMA_CH_CONTROL, XDMA_CTRL_RUN | FP_CH_IRQS);
+}
+
 static void fp_detach(struct fp_ring *ring)
 {
 	struct fp_dev *fdev = ring->fdev;
@@ -301,9 +323,14 @@ static void fp_c2h_credit(struct fp_ring *ring)
 		fp_uwr(ring->fdev, FP_UB_FRAME_CREDIT_ADD, frames);
 }
 
-/* Tell the ring's owner that its ring faulted (code, detail: the cause). */
-static void fp_fault_event(struct fp_ring *ring, u32 code, u32 detail)
+/*
+ * Engine or stream error on the ring's channel (code, detail: the cause):
+ * stop the channel, mark the ring faulted and tell its owner.
+ * irq_lock and ring->lock held.
+ */
+static void fp_ring_fault(struct fp_ring *ring, u32 code, u32 detail)
 {
+	struct fp_dev *fdev = ring->fdev;
 	struct fpga_p2p_event ev = {
 		.type = FPGA_P2P_EV_FAULT,
 		.handle = ring->handle,
@@ -312,22 +339,21 @@ static void fp_fault_event(struct fp_ring *ring, u32 code, u32 detail)
 		.bytes = detail,
 	};
 
+	fp_xwr(fdev, fp_chan(ring->dir) + XDMA_CH_CONTROL, 0);
+	fdev->active[ring->dir] = NULL;
+	ring->state = FP_RING_FAULTED;
+	atomic64_inc(&fdev->cnt.desc_errors);
+	dev_err_ratelimited(fdev->dev, "%s fault %u (0x%08x)\n",
+			    ring->dir == FP_C2H ? "capture" : "transmit",
+			    code, detail);
 	fp_event_push(ring->fp, &ev);
 }
 
-/* Engine or stream error: stop capture. irq_lock and ring->lock held. */
+/* Capture error: the source stops first. irq_lock and ring->lock held. */
 static void fp_c2h_fault(struct fp_ring *ring, u32 code, u32 detail)
 {
-	struct fp_dev *fdev = ring->fdev;
-
-	fp_uwr(fdev, FP_UB_CTRL, 0);
-	fp_xwr(fdev, FP_C2H(XDMA_CH_CONTROL), 0);
-	fdev->active[FP_C2H] = NULL;
-	ring->state = FP_RING_FAULTED;
-	atomic64_inc(&fdev->cnt.desc_errors);
-	dev_err_ratelimited(fdev->dev, "capture fault %u (0x%08x)\n", code,
-			    detail);
-	fp_fault_event(ring, code, detail);
+	fp_uwr(ring->fdev, FP_UB_CTRL, 0);
+	fp_ring_fault(ring, code, detail);
 }
 
 /* The frame in the oldest engine slot is complete: hand it over. */
@@ -459,15 +485,7 @@ static void fp_tx_done(struct fp_ring *ring, struct fp_tx *tx, u32 flags)
 /* Transmit error: stop, fail what is in flight. irq_lock, ring->lock held. */
 static void fp_h2c_fault(struct fp_ring *ring, u32 code, u32 detail)
 {
-	struct fp_dev *fdev = ring->fdev;
-
-	fp_xwr(fdev, FP_H2C(XDMA_CH_CONTROL), 0);
-	fdev->active[FP_H2C] = NULL;
-	ring->state = FP_RING_FAULTED;
-	atomic64_inc(&fdev->cnt.desc_errors);
-	dev_err_ratelimited(fdev->dev, "transmit fault %u (0x%08x)\n", code,
-			    detail);
-	fp_fault_event(ring, code, detail);
+	fp_ring_fault(ring, code, detail);
 	while (ring->txq_count) {
 		fp_tx_done(ring, &ring->txq[ring->txq_head],
 			   FPGA_P2P_EVF_TX_ERROR);
@@ -612,15 +630,7 @@ int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s)
 	fp_uwr(fdev, FP_UB_CHUNK_PERIOD_NS, period);
 	fp_uwr(fdev, FP_UB_PLAYBACK_COUNT, s->playback_frames);
 	fp_uwr(fdev, FP_UB_CTRL, FIELD_PREP(FP_UB_CTRL_SOURCE, s->source));
-	fp_xwr(fdev, FP_C2H_SG(XDMA_SG_DESC_LO), lower_32_bits(first));
-	fp_xwr(fdev, FP_C2H_SG(XDMA_SG_DESC_HI), upper_32_bits(first));
-	fp_xwr(fdev, FP_C2H_SG(XDMA_SG_DESC_ADJ), 0);
-	fp_xwr(fdev, FP_C2H(XDMA_CH_INT_MASK), FP_CH_IRQS);
-	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1S), FP_IRQ_C2H0);
-	fp_attach(ring);
-	/* Descriptors and writeback records in place before Run. */
-	dma_wmb();
-	fp_xwr(fdev, FP_C2H(XDMA_CH_CONTROL), XDMA_CTRL_RUN | FP_CH_IRQS);
+	fp_chan_run(ring, first);
 
 	spin_lock_irqsave(&ring->lock, flags);
 	if (ring->state == FP_RING_IDLE) {
@@ -683,14 +693,7 @@ int fp_h2c_start(struct fp_ring *ring)
 	ret = fp_chan_stop(fdev, FP_H2C);
 	if (ret)
 		goto out;
-	fp_xwr(fdev, FP_H2C_SG(XDMA_SG_DESC_LO), lower_32_bits(first));
-	fp_xwr(fdev, FP_H2C_SG(XDMA_SG_DESC_HI), upper_32_bits(first));
-	fp_xwr(fdev, FP_H2C_SG(XDMA_SG_DESC_ADJ), 0);
-	fp_xwr(fdev, FP_H2C(XDMA_CH_INT_MASK), FP_CH_IRQS);
-	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1S), FP_IRQ_H2C0);
-	fp_attach(ring);
-	dma_wmb();
-	fp_xwr(fdev, FP_H2C(XDMA_CH_CONTROL), XDMA_CTRL_RUN | FP_CH_IRQS);
+	fp_chan_run(ring, first);
 out:
 	mutex_unlock(&fdev->hw_lock);
 	return ret;

@@ -115,8 +115,6 @@
 /* Register offsets of our two channels in the XDMA BAR. */
 #define FP_H2C(reg)			(XDMA_TGT_H2C + (reg))
 #define FP_C2H(reg)			(XDMA_TGT_C2H + (reg))
-#define FP_H2C_SG(reg)			(XDMA_TGT_H2C_SGDMA + (reg))
-#define FP_C2H_SG(reg)			(XDMA_TGT_C2H_SGDMA + (reg))
 #define FP_IRQ(reg)			(XDMA_TGT_IRQ + (reg))
 #define FP_SGC(reg)			(XDMA_TGT_SGDMA_COMMON + (reg))
 

@@ -401,17 +401,10 @@ fn time_slots(
     dets: &mut Detections,
 ) -> Result<(), DspError> {
     let mut frame = |step: Step| -> Result<usize, DspError> {
-        let Step::Frame(s) = step else {
-            return Ok(0);
-        };
-        backend.process(
-            FrameInput {
-                bytes: slots[s],
-                slot: Some(s),
-            },
-            dets,
-        )?;
-        Ok(dets.list.len())
+        match step {
+            Step::Wake => Ok(0),
+            Step::Frame(s) => process_slot(backend, slots, s, dets),
+        }
     };
     let t = time_frames(rot, None, None, "slot", &mut frame)?;
     report.end_to_end = LatencyStats::from_samples(&t.samples, t.busy_s);
@@ -550,18 +543,26 @@ fn first_counts(
     views: &[&[u8]],
     dets: &mut Detections,
 ) -> Result<Vec<usize>, DspError> {
-    let mut v = Vec::with_capacity(views.len());
-    for (s, bytes) in views.iter().enumerate() {
-        backend.process(
-            FrameInput {
-                bytes,
-                slot: Some(s),
-            },
-            dets,
-        )?;
-        v.push(dets.list.len());
-    }
-    Ok(v)
+    (0..views.len())
+        .map(|s| process_slot(backend, views, s, dets))
+        .collect()
+}
+
+/// `process` on the frame in slot `s`; its detection count.
+fn process_slot(
+    backend: &mut dyn Backend,
+    slots: &[&[u8]],
+    s: usize,
+    dets: &mut Detections,
+) -> Result<usize, DspError> {
+    backend.process(
+        FrameInput {
+            bytes: slots[s],
+            slot: Some(s),
+        },
+        dets,
+    )?;
+    Ok(dets.list.len())
 }
 
 fn mean(v: &[usize]) -> f64 {
@@ -648,16 +649,7 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
         let mut slot = |step: Step| -> Result<usize, DspError> {
             match step {
                 Step::Wake => backend.wake().map(|()| 0),
-                Step::Frame(s) => {
-                    backend.process(
-                        FrameInput {
-                            bytes: views[s],
-                            slot: Some(s),
-                        },
-                        &mut dets,
-                    )?;
-                    Ok(dets.list.len())
-                }
+                Step::Frame(s) => process_slot(&mut backend, &views, s, &mut dets),
             }
         };
         let t = time_frames(&rot, Some(period), Some(wake), "slot", &mut slot)?;

@@ -296,6 +296,14 @@ __device__ __forceinline__ u32 rank_lo(const Candidate &k)
     return 0xffffffffu - order_key(k.cell);
 }
 
+// Where radix-select pass `pass` finds its 8-bit digit: passes 0-7 in
+// the 64-bit ratio key (most significant first), 8-11 in the 32-bit
+// tie-break key.
+__device__ __forceinline__ u32 digit_shift(int pass)
+{
+    return pass < 8 ? 56 - 8 * pass : 24 - 8 * (pass - 8);
+}
+
 // Step 7 over the cap, by one block (any size, a multiple of 32): when more
 // than MAX_DET candidates were found, find the MAX_DET with the highest
 // rank key (an exact radix select, 8 bits a pass: 8 passes over the
@@ -339,8 +347,8 @@ __device__ void select_overflow_block(Candidate *cand, const u32 *state, u32 *ke
             const u64 hi = rank_hi(k);
             const u32 lo = rank_lo(k);
             if ((hi & mask_hi) == prefix_hi && (lo & mask_lo) == prefix_lo) {
-                const u32 digit = pass < 8 ? (u32)(hi >> (56 - 8 * pass)) & 255u
-                                           : (lo >> (24 - 8 * (pass - 8))) & 255u;
+                const u32 digit =
+                    (pass < 8 ? (u32)(hi >> digit_shift(pass)) : lo >> digit_shift(pass)) & 255u;
                 atomicAdd(&s_hist[digit], 1u);
             }
         }
@@ -373,9 +381,9 @@ __device__ void select_overflow_block(Candidate *cand, const u32 *state, u32 *ke
                     if (above + c[j] >= need) {
                         const u32 b = 255 - 8 * lane - j;
                         if (pass < 8) {
-                            s_prefix_hi = prefix_hi | ((u64)b << (56 - 8 * pass));
+                            s_prefix_hi = prefix_hi | ((u64)b << digit_shift(pass));
                         } else {
-                            s_prefix_lo = prefix_lo | (b << (24 - 8 * (pass - 8)));
+                            s_prefix_lo = prefix_lo | (b << digit_shift(pass));
                         }
                         s_need = need - above;
                         break;
@@ -385,9 +393,9 @@ __device__ void select_overflow_block(Candidate *cand, const u32 *state, u32 *ke
             }
         }
         if (pass < 8) {
-            mask_hi |= (u64)255 << (56 - 8 * pass);
+            mask_hi |= (u64)255 << digit_shift(pass);
         } else {
-            mask_lo |= 255u << (24 - 8 * (pass - 8));
+            mask_lo |= 255u << digit_shift(pass);
         }
         __syncthreads();
     }

@@ -764,30 +764,8 @@ impl Pipeline {
                 "programmatic dependent launch needs sm_90 or later".to_string(),
             ));
         }
-        self.stream
-            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(cuda_err("begin capture"))?;
-        let mut queued = Ok(());
-        for k in 0..kernels {
-            queued = self.launch(
-                "launch empty_kernel",
-                &self.kernels.empty,
-                (1, 1),
-                32,
-                &[0],
-                pdl && k > 0,
-            );
-            if queued.is_err() {
-                break;
-            }
-        }
-        let graph = self
-            .stream
-            .end_capture(sys::CUgraphInstantiate_flags(0))
-            .map_err(cuda_err("end capture"));
-        queued?;
-        let graph = graph?.ok_or_else(|| DspError::Cuda("capture gave no graph".to_string()))?;
-        graph.upload().map_err(cuda_err("graph upload"))?;
+        let (graph, _) =
+            self.capture_with(|| (0..kernels).try_for_each(|k| self.launch_empty(pdl && k > 0)))?;
         let (e0, e1) = self.timing_events()?;
         let mut gate = self.new_gate()?;
         let mut t = Vec::with_capacity(reps.max(1));
@@ -802,13 +780,18 @@ impl Pipeline {
     /// (no wait): the GPU has work again, for experiments on what an idle
     /// GPU costs the next frame (`radar-dsp bench --wake-us`).
     pub fn wake(&self) -> Result<(), DspError> {
+        self.launch_empty(false)
+    }
+
+    /// One empty one-warp kernel on the chain's stream.
+    fn launch_empty(&self, pdl: bool) -> Result<(), DspError> {
         self.launch(
             "launch empty_kernel",
             &self.kernels.empty,
             (1, 1),
             32,
             &[0],
-            false,
+            pdl,
         )
     }
 
