@@ -101,6 +101,15 @@ static void fp_stream_off(struct fp_dev *fdev)
 	fdev->streaming = false;
 }
 
+/* Source off, both channels stopped, their interrupts off. hw_lock held. */
+static void fp_quiesce(struct fp_dev *fdev)
+{
+	fp_stream_off(fdev);
+	fp_chan_stop(fdev, FP_C2H);
+	fp_chan_stop(fdev, FP_H2C);
+	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1C), FP_IRQ_H2C0 | FP_IRQ_C2H0);
+}
+
 int fp_hw_init(struct fp_dev *fdev)
 {
 	static const struct {
@@ -154,13 +163,9 @@ int fp_hw_init(struct fp_dev *fdev)
 		return -ENODEV;
 	}
 
-	/* Quiesce: source off, both channels stopped, interrupts off. */
 	mutex_lock(&fdev->hw_lock);
-	fp_uwr(fdev, FP_UB_CTRL, 0);
-	fp_chan_stop(fdev, FP_C2H);
-	fp_chan_stop(fdev, FP_H2C);
+	fp_quiesce(fdev);
 	mutex_unlock(&fdev->hw_lock);
-	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1C), FP_IRQ_H2C0 | FP_IRQ_C2H0);
 	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_USER_EN), 0);
 	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_VEC(0)), 0);	/* all on vector 0 */
 	fp_xwr(fdev, FP_SGC(XDMA_SGC_CREDIT_MODE_W1S),
@@ -172,11 +177,7 @@ void fp_hw_shutdown(struct fp_dev *fdev)
 {
 	mutex_lock(&fdev->hw_lock);
 	if (!fdev->hw_gone) {
-		fp_stream_off(fdev);
-		fp_chan_stop(fdev, FP_C2H);
-		fp_chan_stop(fdev, FP_H2C);
-		fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1C),
-		       FP_IRQ_H2C0 | FP_IRQ_C2H0);
+		fp_quiesce(fdev);
 		fdev->hw_gone = true;
 	}
 	mutex_unlock(&fdev->hw_lock);
@@ -206,8 +207,7 @@ static void fp_chan_run(struct fp_ring *ring, dma_addr_t first)
 	fp_xwr(fdev, sg + XDMA_SG_DESC_HI, upper_32_bits(first));
 	fp_xwr(fdev, sg + XDMA_SG_DESC_ADJ, 0);
 	fp_xwr(fdev, ch + XDMA_CH_INT_MASK, FP_CH_IRQS);
-	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1S),
-	       ring->dir == FP_C2H ? FP_IRQ_C2H0 : FP_IRQ_H2C0);
+	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1S), fp_chan_irq(ring->dir));
 	fp_attach(ring);
 	/* Descriptors and writeback records in place before Run. */
 	dma_wmb();
@@ -230,19 +230,28 @@ static void fp_detach(struct fp_ring *ring)
  * this, the interrupt handler no longer sees the ring. The ring's state must
  * already forbid new credits (not RUNNING).
  */
+static int fp_engine_stop_locked(struct fp_ring *ring)
+{
+	struct fp_dev *fdev = ring->fdev;
+	int ret;
+
+	fp_detach(ring);
+	if (fdev->hw_gone)
+		return 0;
+	if (ring->dir == FP_C2H)
+		fp_stream_off(fdev);
+	ret = fp_chan_stop(fdev, ring->dir);
+	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1C), fp_chan_irq(ring->dir));
+	return ret;
+}
+
 int fp_engine_stop(struct fp_ring *ring)
 {
 	struct fp_dev *fdev = ring->fdev;
-	int ret = 0;
+	int ret;
 
 	mutex_lock(&fdev->hw_lock);
-	fp_detach(ring);
-	if (!fdev->hw_gone) {
-		if (ring->dir == FP_C2H)
-			fp_stream_off(fdev);
-		ret = fp_chan_stop(fdev, ring->dir);
-		fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1C), fp_chan_irq(ring->dir));
-	}
+	ret = fp_engine_stop_locked(ring);
 	mutex_unlock(&fdev->hw_lock);
 	return ret;
 }
@@ -432,15 +441,11 @@ static void fp_c2h_complete(struct fp_ring *ring, u32 status)
 		ring->done++;
 		ring->hw_done++;
 		ring->desc_pos = i + 1 == ring->ndesc ? 0 : i + 1;
+		/* The piece is the CPU's to read from here on. */
+		dma_sync_single_for_cpu(fdev->dev, di->addr, di->len,
+					DMA_FROM_DEVICE);
 
 		if (di->flags & FP_DI_CHUNK_END) {
-			u32 first = p;
-
-			/* The chunk is the CPU's to read from here on. */
-			while (first > ring->slot_first[slot] &&
-			       ring->info[first - 1].chunk == di->chunk)
-				first--;
-			fp_sync(ring, first, p + 1, true);
 			atomic64_inc(&fdev->cnt.chunks);
 			if (ring->chunk_events) {
 				struct fpga_p2p_event ev = {
@@ -475,7 +480,7 @@ static void fp_tx_done(struct fp_ring *ring, struct fp_tx *tx, u32 flags)
 		.cookie = tx->cookie,
 	};
 
-	fp_tx_sync(ring, tx->slot, tx->bytes, true);
+	fp_sync(ring, tx->slot, tx->bytes, true);
 	ring->slot_state[tx->slot] = FP_SLOT_FREE;
 	if (!flags)
 		atomic64_inc(&ring->fdev->cnt.tx_completed);
@@ -589,9 +594,7 @@ int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s)
 		goto out;
 
 	/* The engine may still be busy after a fault: stop it for sure. */
-	fp_detach(ring);
-	fp_stream_off(fdev);
-	ret = fp_chan_stop(fdev, FP_C2H);
+	ret = fp_engine_stop_locked(ring);
 	if (ret)
 		goto out;
 	for (i = 0; i < ring->nblocks; i++)
@@ -642,8 +645,7 @@ int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s)
 	}
 	spin_unlock_irqrestore(&ring->lock, flags);
 	if (ret) {
-		fp_detach(ring);
-		fp_chan_stop(fdev, FP_C2H);
+		fp_engine_stop_locked(ring);
 		goto out;
 	}
 	fp_uwr(fdev, FP_UB_CTRL, FP_UB_CTRL_ENABLE |
@@ -724,7 +726,7 @@ int fp_release_slot(struct fp_ring *ring, u32 slot)
 		goto out;
 	}
 	/* The device's from here on. */
-	fp_sync(ring, ring->slot_first[slot], ring->slot_first[slot + 1], false);
+	fp_sync(ring, slot, ring->slot_bytes, false);
 	ring->slot_state[slot] = FP_SLOT_FREE;
 	ring->free_q[(ring->free_head + ring->free_count) % ring->nr_slots] = slot;
 	ring->free_count++;
@@ -771,7 +773,7 @@ int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx)
 		k++;
 	}
 	fp_ring_fill(ring, ring->slot_first[tx->slot], k, tx->bytes);
-	fp_tx_sync(ring, tx->slot, tx->bytes, false);
+	fp_sync(ring, tx->slot, tx->bytes, false);
 	/* Where the packet goes, before the engine can send it. */
 	fp_uwr(fdev, FP_UB_TAG_BYTES, tx->bytes);
 	fp_uwr(fdev, FP_UB_TAG_PUSH, FIELD_PREP(FP_TAG_TARGET, tx->target) |

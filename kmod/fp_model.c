@@ -434,7 +434,6 @@ static void fp_model_set_control(struct fp_model *m, struct fp_mchan *ch,
 		ch->running = false;
 		ch->credits = 0;
 	}
-	fp_model_update_irq(m);
 }
 
 static void fp_model_chan_write(struct fp_model *m, struct fp_mchan *ch,
@@ -982,10 +981,14 @@ static int fp_model_fill_piece(struct fp_model *m, void *kaddr, u32 len,
 	return 0;
 }
 
+static u64 fp_model_period(struct fp_model *m)
+{
+	return max_t(u32, m->chunk_period_ns, 1);
+}
+
 static u64 fp_model_frame_ns(struct fp_model *m)
 {
-	return max_t(u32, m->chunk_period_ns, 1) *
-	       (u64)(m->src.frame_bytes / m->src.chunk_bytes);
+	return fp_model_period(m) * (m->src.frame_bytes / m->src.chunk_bytes);
 }
 
 /*
@@ -1080,11 +1083,6 @@ static void fp_model_meta_push(struct fp_model *m)
 	m->meta_count++;
 }
 
-static u64 fp_model_period(struct fp_model *m)
-{
-	return max_t(u32, m->chunk_period_ns, 1);
-}
-
 /*
  * One step of capture: start a frame when it is due, or stream the next
  * piece of the frame into the current C2H descriptor. Returns true if it
@@ -1116,7 +1114,7 @@ static bool fp_model_c2h_step(struct fp_model *m, ktime_t *wake)
 			goto idle;
 		}
 	}
-	if (!fp_model_fetch(m, ch, FP_IRQ_C2H0))
+	if (!fp_model_fetch(m, ch, XDMA_SGC_CREDIT_C2H(0)))
 		goto idle;	/* backpressure: wait for a kick */
 
 	n = min(ch->d_len - ch->d_done, s->chunk_bytes - s->chunk_off);
@@ -1199,7 +1197,7 @@ static bool fp_model_h2c_step(struct fp_model *m)
 	int ret;
 
 	spin_lock_irqsave(&m->lock, flags);
-	if (!fp_model_fetch(m, ch, FP_IRQ_H2C0)) {
+	if (!fp_model_fetch(m, ch, XDMA_SGC_CREDIT_H2C(0))) {
 		spin_unlock_irqrestore(&m->lock, flags);
 		return false;
 	}

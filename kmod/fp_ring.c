@@ -54,37 +54,21 @@ static enum dma_data_direction fp_dma_dir(struct fp_ring *ring)
 	return ring->dir == FP_C2H ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
 }
 
-/* Ownership hand-over of descriptors [first, last) (capture chain). */
-void fp_sync(struct fp_ring *ring, u32 first, u32 last, bool for_cpu)
+/* Ownership hand-over of the first @bytes (at most the slot) of @slot. */
+void fp_sync(struct fp_ring *ring, u32 slot, u32 bytes, bool for_cpu)
 {
 	struct device *dev = ring->fdev->dev;
 	enum dma_data_direction dir = fp_dma_dir(ring);
-	u32 i;
-
-	for (i = first; i < last; i++) {
-		if (for_cpu)
-			dma_sync_single_for_cpu(dev, ring->info[i].addr,
-						ring->info[i].len, dir);
-		else
-			dma_sync_single_for_device(dev, ring->info[i].addr,
-						   ring->info[i].len, dir);
-	}
-}
-
-/* Ownership hand-over of the first @bytes of a transmit slot. */
-void fp_tx_sync(struct fp_ring *ring, u32 slot, u32 bytes, bool for_cpu)
-{
-	struct device *dev = ring->fdev->dev;
 	u32 p, len;
 
 	for (p = ring->slot_first[slot]; bytes; p++, bytes -= len) {
 		len = min(ring->info[p].len, bytes);
 		if (for_cpu)
 			dma_sync_single_for_cpu(dev, ring->info[p].addr, len,
-						DMA_TO_DEVICE);
+						dir);
 		else
-			dma_sync_single_for_device(dev, ring->info[p].addr, len,
-						   DMA_TO_DEVICE);
+			dma_sync_single_for_device(dev, ring->info[p].addr,
+						   len, dir);
 	}
 }
 

@@ -354,8 +354,7 @@ void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why);
 struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle);
 void fp_ring_put(struct fp_ring *ring);
 int fp_ring_errno(enum fp_ring_state state);
-void fp_sync(struct fp_ring *ring, u32 first, u32 last, bool for_cpu);
-void fp_tx_sync(struct fp_ring *ring, u32 slot, u32 bytes, bool for_cpu);
+void fp_sync(struct fp_ring *ring, u32 slot, u32 bytes, bool for_cpu);
 
 /* fp_engine.c */
 int fp_hw_init(struct fp_dev *fdev);
