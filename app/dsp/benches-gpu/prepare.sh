@@ -1,16 +1,18 @@
 #!/bin/bash
 # Build the CUDA backend's device bundle on the development machine: the
-# radar-dsp binary, the cuda-vs-cpu test binary, the library's unit tests
-# and run.sh, stripped, into DEST (default: .device-bin/cuda in the repo).
+# radar-dsp binary, the cuda-vs-cpu test binary, the library's unit tests,
+# radard and its hot-loop allocation test, and run.sh, stripped, into DEST
+# (default: .device-bin/cuda in the repo).
 # The GPU machine has no cargo; carry DEST there and run DEST/run.sh.
 set -euo pipefail
 ROOT=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 DEST=${1:-$ROOT/.device-bin/cuda}
 cd "$ROOT"
 cargo build --release -p radar-dsp --bins --tests
+cargo build --release -p radard --bins --tests
 mkdir -p "$DEST"
-exe() {
-  cargo test --release -p radar-dsp --no-run --message-format=json 2>/dev/null |
+exe() { # target name, kind[, package]
+  cargo test --release -p "${3:-radar-dsp}" --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
@@ -20,8 +22,11 @@ for l in sys.stdin:
 cp target/release/radar-dsp "$DEST/radar-dsp"
 cp "$(exe cuda_matches_cpu test)" "$DEST/cuda_matches_cpu"
 cp "$(exe radar_dsp lib)" "$DEST/radar_dsp_unit"
-strip "$DEST/radar-dsp" "$DEST/cuda_matches_cpu" "$DEST/radar_dsp_unit"
+cp target/release/radard "$DEST/radard"
+cp "$(exe hot_loop_alloc test radard)" "$DEST/radard_hot_loop_alloc"
+strip "$DEST/radar-dsp" "$DEST/cuda_matches_cpu" "$DEST/radar_dsp_unit" "$DEST/radard" "$DEST/radard_hot_loop_alloc"
 cp "$(dirname "$0")/run.sh" "$(dirname "$0")/ncu_table.py" "$(dirname "$0")/tail.py" "$(dirname "$0")/correlate.py" "$DEST/"
+cp tests/radard_targets.py "$DEST/"
 # Optional: cubins of the default configuration's kernels for run.sh to
 # disassemble there (cuobjdump), when NVRTC and ptxas are at hand here
 # (CUDA_TOOLS: a pip nvidia-cuda-nvrtc-cu12 / nvidia-cuda-nvcc-cu12 tree).

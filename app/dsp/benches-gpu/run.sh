@@ -9,6 +9,10 @@
 # (clocks, PCIe link) every 50 ms during the benchmarks for correlate.py.
 # RUN_PREFIX runs each benchmark under a command, e.g. "chrt -f 80 taskset
 # -c 3" for the appliance loop's scheduling (SCHED_FIFO, one core).
+# RADARD_FRAMES=N (default 0: skipped) runs radard itself on the simulator
+# with the CUDA backend for N frames at the real 8 ms rate, once in
+# chunk-streamed mode and once with --whole-frames, and checks that the
+# built-in scene's four targets are reported in every frame.
 # Usage on the GPU machine: bash .device-bin/cuda/run.sh [radar-dsp bench args...]
 # (prepare.sh builds the bundle here). The logs and JSON files are packed
 # into $OUT/cuda-run.tgz (the device tool returns at most 8 files); the
@@ -44,7 +48,21 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   "$B/radar_dsp_unit" cuda select 2>&1 | tee "$LOG/unit.log" | grep -E "^test |test result"
   echo "== cuda vs cpu"
   "$B/cuda_matches_cpu" --test-threads=1 --nocapture > "$LOG/tests.log" 2>&1; echo "tests rc=$?" | tee -a "$LOG/tests.log"
-  grep -E "^test |test result|matched|panicked|Worst|^[a-z0-9-]+: Worst|pdl " "$LOG/tests.log" | cut -c1-400 | head -40
+  grep -E "^test |test result|matched|panicked|Worst|^[a-z0-9-]+: Worst|pdl |chunk-streamed" "$LOG/tests.log" | cut -c1-400 | head -40
+  echo "== radard hot loop (allocations; CUDA chunk-streamed)"
+  "$B/radard_hot_loop_alloc" > "$LOG/hot_loop.log" 2>&1; echo "hot loop rc=$?" | tee -a "$LOG/hot_loop.log"
+  grep -E "allocations|skipped|FAILED|ok:" "$LOG/hot_loop.log"
+fi
+if [ "${RADARD_FRAMES:-0}" -gt 0 ]; then
+  for mode in streamed whole; do
+    extra=""; [ "$mode" = whole ] && extra="--whole-frames"
+    echo "== radard, cuda backend, $mode, $RADARD_FRAMES frames at 8 ms"
+    "$B/radard" --no-rt --backend cuda $extra --frames "$RADARD_FRAMES" --print-every 1 \
+      --stats-json "$LOG/radard-$mode.json" > "$LOG/radard-$mode.log" 2>&1
+    echo "radard rc=$?" | tee -a "$LOG/radard-$mode.log"
+    grep -E "^radard: (backend|chunk)|^summary" "$LOG/radard-$mode.log"
+    python3 "$B/radard_targets.py" "$LOG/radard-$mode.log" "$RADARD_FRAMES"
+  done
 fi
 bench() { # name, bundle dir, options, extra args...
   local name=$1 dir=$2 opts=$3; shift 3
@@ -101,7 +119,7 @@ if [ -d "$B/sass" ] && command -v cuobjdump >/dev/null; then
   echo "== sass dumped: $(ls "$B"/sass)"
 fi
 {
-echo "== summary (us): run | graph resident p50 p99 | gated p50 | mapped end-to-end p50 p99.9 | paced p50 p99.9 | stage p50s (resident)"
+echo "== summary (us): run | graph resident p50 p99 | gated p50 | mapped end-to-end p50 p99.9 | paced p50 p99.9 | chunk-streamed p50 p99.9, paced p50 p99.9 | stage p50s (resident)"
 for n in "${names[@]}"; do
   python3 - "$LOG/bench-$n.json" "$n" <<'EOF' 2>/dev/null || echo "$n: no JSON"
 import json, sys
@@ -110,7 +128,10 @@ g = r["gpu_graph_resident"]; e = r["end_to_end"]; pc = r.get("end_to_end_paced")
 gg = (r.get("gpu_graph_resident_gated") or {}).get("p50_us", float("nan"))
 st = " ".join(f'{s["p50_us"]:.1f}' for s in r["stages_resident"])
 gap = r.get("launch_gap") or {}
-print(f'{sys.argv[2]:<24} {g["p50_us"]:6.2f} {g["p99_us"]:6.2f} | {gg:6.2f} | {e["p50_us"]:6.1f} {e["p999_us"]:6.1f} | {pc.get("p50_us", float("nan")):6.1f} {pc.get("p999_us", float("nan")):6.1f} | {st} | gap {gap.get("per_boundary_us", float("nan")):.2f}/{gap.get("per_boundary_pdl_us") or float("nan"):.2f} | k={r.get("kernels_per_frame")} pdl={r.get("pdl")}')
+nan = float("nan")
+sm = r.get("end_to_end_streamed") or {}; sp = r.get("end_to_end_streamed_paced") or {}
+streamed = f'{sm.get("p50_us", nan):6.1f} {sm.get("p999_us", nan):6.1f}, {sp.get("p50_us", nan):6.1f} {sp.get("p999_us", nan):6.1f}'
+print(f'{sys.argv[2]:<24} {g["p50_us"]:6.2f} {g["p99_us"]:6.2f} | {gg:6.2f} | {e["p50_us"]:6.1f} {e["p999_us"]:6.1f} | {pc.get("p50_us", nan):6.1f} {pc.get("p999_us", nan):6.1f} | {streamed} | {st} | gap {gap.get("per_boundary_us", float("nan")):.2f}/{gap.get("per_boundary_pdl_us") or float("nan"):.2f} | k={r.get("kernels_per_frame")} pdl={r.get("pdl")}')
 EOF
 done
 for n in "${names[@]}"; do

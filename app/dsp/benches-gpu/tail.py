@@ -1,5 +1,5 @@
 """Where the slow frames of a `radar-dsp bench --samples` report are: for the
-back-to-back and the paced end-to-end runs, how many frames exceed the
+back-to-back and the paced end-to-end runs (whole frames and chunk-streamed), how many frames exceed the
 threshold (default 150 us), in how many separate stretches (slow frames
 less than GAP frames apart count as one), the longest stretch, and the
 p99.9 with and without the stretches' frames. Usage: tail.py report.json [threshold_us]"""
@@ -30,8 +30,11 @@ def stretches(samples, thr):
 
 r = json.load(open(sys.argv[1]))
 thr = float(sys.argv[2]) if len(sys.argv) > 2 else 150.0
+period = f"one frame every {r.get('period_us') or 0:.0f} us"
 for key, label in [("end_to_end_samples_us", "back to back"),
-                   ("end_to_end_paced_samples_us", f"one frame every {r.get('period_us') or 0:.0f} us")]:
+                   ("end_to_end_paced_samples_us", period),
+                   ("end_to_end_streamed_samples_us", "chunk-streamed"),
+                   ("end_to_end_streamed_paced_samples_us", f"chunk-streamed, {period}")]:
     s = r.get(key)
     if not s:
         continue

@@ -12,13 +12,23 @@ pub struct SlotAddr {
     pub bytes: usize,
 }
 
+/// A frame in a prepared ring slot: the slot's index and the frame's
+/// sequence number (the source's), which together tell one capture into that
+/// slot from the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotFrame {
+    pub index: usize,
+    pub sequence: u64,
+}
+
 /// One frame to process: the raw int16 I/Q bytes in the layout of
 /// DESIGN.md section 3, and, when it sits in a prepared ring slot, which one
-/// (so a backend can replay the work it captured for that slot).
+/// (so a backend can replay the work it captured for that slot, and finish
+/// what `chunk_landed` started for that frame).
 #[derive(Clone, Copy, Debug)]
 pub struct FrameInput<'a> {
     pub bytes: &'a [u8],
-    pub slot: Option<usize>,
+    pub slot: Option<SlotFrame>,
 }
 
 pub trait Backend {
@@ -29,6 +39,24 @@ pub trait Backend {
     /// Backends that read frames in place (CUDA graphs per slot) prepare
     /// their per-slot work here; others ignore it.
     fn prepare_slots(&mut self, _slots: &[SlotAddr]) -> Result<(), DspError> {
+        Ok(())
+    }
+
+    /// Whether [`Self::chunk_landed`] starts work before the frame is
+    /// complete (chunk-streamed mode, DESIGN.md section 3). When false the
+    /// caller need not ask its source for chunk events at all.
+    fn streams_chunks(&self) -> bool {
+        false
+    }
+
+    /// Chunk `chunk` of `frame` has landed in its prepared slot while the
+    /// rest of the frame is still being captured. The backend may start the
+    /// work that needs only those bytes (it must not wait for it: this runs
+    /// in the frame loop between events); [`Self::process`] of the same
+    /// `SlotFrame` then does only what is left. Chunks of a frame that is
+    /// never processed are simply superseded by the next frame's. Backends
+    /// that process whole frames ignore it.
+    fn chunk_landed(&mut self, _frame: SlotFrame, _chunk: usize) -> Result<(), DspError> {
         Ok(())
     }
 

@@ -27,10 +27,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::backend::{Backend, FrameInput, SlotAddr};
+use crate::backend::{Backend, FrameInput, SlotAddr, SlotFrame};
 use crate::config::ChainConfig;
 use crate::cpu::CpuBackend;
-use crate::cuda::{CudaBackend, CudaOptions, MappedHostBuffer};
+use crate::cuda::{CudaBackend, CudaOptions, GraphSet, MappedHostBuffer};
 use crate::detection::Detections;
 use crate::error::DspError;
 use crate::scene::{Scene, SceneGenerator, Target};
@@ -190,6 +190,12 @@ pub struct BenchReport {
     pub frame_bytes: usize,
     pub slots: usize,
     pub kernels_per_frame: Option<usize>,
+    /// Chunk-streamed mode (CUDA): DMA chunks per frame, and the kernel
+    /// launches of one frame over all its graphs.
+    pub chunks_per_frame: Option<usize>,
+    pub kernels_per_streamed_frame: Option<usize>,
+    /// ... of which in the finishing graph, once the frame is complete.
+    pub kernels_after_frame_complete: Option<usize>,
     /// Detections per frame, averaged over the slots' frames.
     pub mean_detections: f64,
     /// Slot in mapped pinned memory (CUDA) or host memory (CPU) to
@@ -206,6 +212,15 @@ pub struct BenchReport {
     /// loops began, to line the samples up with other logs (`--samples`).
     pub end_to_end_started_unix_s: Option<f64>,
     pub end_to_end_paced_started_unix_s: Option<f64>,
+    /// Chunk-streamed mode (CUDA; DESIGN.md section 3): each chunk's range
+    /// work launched as the chunk lands, so that from "frame complete" only
+    /// the last chunk's and the rest of the chain remain; back to back (the
+    /// chunks' work done, untimed, before each frame's time starts) and,
+    /// with `period_us`, paced (chunks landing evenly over the period).
+    pub end_to_end_streamed: Option<LatencyStats>,
+    pub end_to_end_streamed_paced: Option<LatencyStats>,
+    pub end_to_end_streamed_samples_us: Option<Vec<f64>>,
+    pub end_to_end_streamed_paced_samples_us: Option<Vec<f64>>,
     /// The same with the frame resident in device memory (CUDA).
     pub end_to_end_resident: Option<LatencyStats>,
     /// ... and paced at `period_us`.
@@ -222,6 +237,9 @@ pub struct BenchReport {
     /// the host's submission of the graph is not timed: device time alone.
     pub gpu_graph_mapped_gated: Option<LatencyStats>,
     pub gpu_graph_resident_gated: Option<LatencyStats>,
+    /// Chunk-streamed mode: GPU time of what is left once the frame is
+    /// complete (the finishing graph), behind a gate.
+    pub gpu_finish_mapped_gated: Option<LatencyStats>,
     pub stages_mapped: Vec<StageStats>,
     pub stages_resident: Vec<StageStats>,
     pub floors: Floors,
@@ -325,26 +343,58 @@ struct Timed {
 /// What a timing loop asks of the code under test.
 #[derive(Clone, Copy)]
 enum Step {
-    /// Process the frame in this slot; returns its detection count.
-    Frame(usize),
+    /// Process this frame, complete in its slot; returns its detection count.
+    Frame(SlotFrame),
+    /// Chunk-streamed mode: this chunk of the frame has landed (untimed).
+    Chunk(SlotFrame, usize),
+    /// Chunk-streamed mode, back to back: let the chunks' work finish
+    /// before the frame's time starts, as it would have while the rest of
+    /// the frame was being captured (untimed).
+    Settle,
     /// Wake the GPU (`--wake-us`): the frame is due shortly.
     Wake,
 }
 
-/// Time `frame(Step::Frame(slot))` on the slots in rotation: back to back,
+/// How a timing loop hands out frames.
+#[derive(Clone, Copy, Default)]
+struct Pacing {
+    /// One frame every `period`; None: back to back.
+    period: Option<Duration>,
+    /// With a period: `Step::Wake` this long before each frame is due.
+    wake: Option<Duration>,
+    /// Chunk-streamed mode with this many chunks a frame: the chunks but
+    /// the last land before the frame completes, evenly over the period
+    /// when paced, just before the frame (then `Step::Settle`) otherwise.
+    chunks: Option<usize>,
+}
+
+/// Sleep until shortly before `due`, then spin until it.
+fn wait_until(due: Instant) {
+    // Sleeping closer than this to a deadline risks waking late.
+    const SPIN: Duration = Duration::from_micros(500);
+    let now = Instant::now();
+    if due > now + SPIN {
+        std::thread::sleep(due - now - SPIN);
+    }
+    while Instant::now() < due {
+        std::hint::spin_loop();
+    }
+}
+
+/// Time `frame(Step::Frame(..))` on the slots in rotation: back to back,
 /// or with one frame every `period` (the thread sleeps until shortly before
 /// each frame's time and spins the rest, so the frame starts on time; the
-/// GPU and the bus idle in between as they do in operation), then with
-/// `wake`, `frame(Step::Wake)` that long before each frame is due.
+/// GPU and the bus idle in between as they do in operation), with `wake`
+/// calling `frame(Step::Wake)` that long before each frame is due, and in
+/// chunk-streamed mode `frame(Step::Chunk(..))` as each chunk lands. Only
+/// the frame step is timed: from "frame complete in the slot" to
+/// "detections readable on the host".
 fn time_frames(
     rot: &Rotation,
-    period: Option<Duration>,
-    wake: Option<Duration>,
+    pacing: Pacing,
     what: &str,
     mut frame: impl FnMut(Step) -> Result<usize, DspError>,
 ) -> Result<Timed, DspError> {
-    // Sleeping closer than this to a frame's time risks waking late.
-    const SPIN: Duration = Duration::from_micros(500);
     let mut t = Timed {
         samples: Vec::with_capacity(rot.frames),
         busy_s: 0.0,
@@ -352,29 +402,38 @@ fn time_frames(
     };
     let start = Instant::now();
     for k in 0..rot.warmup + rot.frames {
-        if let Some(p) = period {
+        let s = k % rot.expect.len();
+        let this = SlotFrame {
+            index: s,
+            sequence: k as u64,
+        };
+        let chunks = pacing.chunks.unwrap_or(1);
+        if let Some(p) = pacing.period {
             let due = start + p * u32::try_from(k).unwrap_or(u32::MAX);
-            let lead = wake.unwrap_or(Duration::ZERO);
-            let now = Instant::now();
-            if due > now + SPIN + lead {
-                std::thread::sleep(due - now - SPIN - lead);
+            // Chunk c of C lands (C - 1 - c) chunk periods before the frame
+            // completes with the last one.
+            for c in 0..chunks - 1 {
+                let before = p * u32::try_from(chunks - 1 - c).unwrap_or(u32::MAX)
+                    / u32::try_from(chunks).unwrap_or(u32::MAX);
+                wait_until(due.checked_sub(before).unwrap_or(due));
+                frame(Step::Chunk(this, c))?;
             }
-            if wake.is_some() {
-                while Instant::now() + lead < due {
-                    std::hint::spin_loop();
-                }
+            if let Some(lead) = pacing.wake {
+                wait_until(due.checked_sub(lead).unwrap_or(due));
                 frame(Step::Wake)?;
             }
-            while Instant::now() < due {
-                std::hint::spin_loop();
+            wait_until(due);
+        } else if chunks > 1 {
+            for c in 0..chunks - 1 {
+                frame(Step::Chunk(this, c))?;
             }
+            frame(Step::Settle)?;
         }
-        let s = k % rot.expect.len();
         if k == rot.warmup {
             t.started_unix_s = unix_time_f64();
         }
         let t0 = Instant::now();
-        let n = frame(Step::Frame(s))?;
+        let n = frame(Step::Frame(this))?;
         let dt = t0.elapsed().as_secs_f64();
         if n != rot.expect[s] {
             return Err(DspError::Backend(format!(
@@ -390,8 +449,12 @@ fn time_frames(
     Ok(t)
 }
 
+/// Waits until the work started for the landed chunks is done (`Step::Settle`).
+type Settle<'a> = &'a dyn Fn() -> Result<(), DspError>;
+
 /// `process` on the slots, back to back and, with `--period-us`, paced;
-/// into the report.
+/// whole frames, or with `streamed` (CUDA: its stream synchronisation)
+/// chunk-streamed; into the report.
 fn time_slots(
     opts: &BenchOptions,
     report: &mut BenchReport,
@@ -399,25 +462,62 @@ fn time_slots(
     slots: &[&[u8]],
     rot: &Rotation,
     dets: &mut Detections,
+    streamed: Option<(usize, Settle<'_>)>,
 ) -> Result<(), DspError> {
+    let chunks = streamed.map(|(c, _)| c);
     let mut frame = |step: Step| -> Result<usize, DspError> {
         match step {
             Step::Wake => Ok(0),
-            Step::Frame(s) => process_slot(backend, slots, s, dets),
+            Step::Chunk(f, c) => backend.chunk_landed(f, c).map(|()| 0),
+            Step::Settle => streamed.map_or(Ok(()), |(_, settle)| settle()).map(|()| 0),
+            Step::Frame(f) => process_slot(backend, slots, f, dets),
         }
     };
-    let t = time_frames(rot, None, None, "slot", &mut frame)?;
-    report.end_to_end = LatencyStats::from_samples(&t.samples, t.busy_s);
-    if opts.keep_samples {
-        report.end_to_end_samples_us = Some(t.samples);
-        report.end_to_end_started_unix_s = Some(t.started_unix_s);
-    }
-    if let Some(period) = opts.period() {
-        let t = time_frames(rot, Some(period), None, "slot", &mut frame)?;
-        report.end_to_end_paced = Some(LatencyStats::from_samples(&t.samples, t.busy_s));
-        if opts.keep_samples {
-            report.end_to_end_paced_samples_us = Some(t.samples);
-            report.end_to_end_paced_started_unix_s = Some(t.started_unix_s);
+    let what = if chunks.is_some() {
+        "slot (chunk-streamed)"
+    } else {
+        "slot"
+    };
+    let pacing = Pacing {
+        chunks,
+        ..Pacing::default()
+    };
+    let t = time_frames(rot, pacing, what, &mut frame)?;
+    let stats = LatencyStats::from_samples(&t.samples, t.busy_s);
+    let samples = opts.keep_samples.then_some((t.samples, t.started_unix_s));
+    let paced = match opts.period() {
+        Some(period) => {
+            let pacing = Pacing {
+                period: Some(period),
+                ..pacing
+            };
+            let t = time_frames(rot, pacing, what, &mut frame)?;
+            Some((
+                LatencyStats::from_samples(&t.samples, t.busy_s),
+                opts.keep_samples.then_some((t.samples, t.started_unix_s)),
+            ))
+        }
+        None => None,
+    };
+    let (paced_stats, paced_samples) = match paced {
+        Some((s, samples)) => (Some(s), samples),
+        None => (None, None),
+    };
+    if chunks.is_some() {
+        report.end_to_end_streamed = Some(stats);
+        report.end_to_end_streamed_paced = paced_stats;
+        report.end_to_end_streamed_samples_us = samples.map(|(v, _)| v);
+        report.end_to_end_streamed_paced_samples_us = paced_samples.map(|(v, _)| v);
+    } else {
+        report.end_to_end = stats;
+        report.end_to_end_paced = paced_stats;
+        if let Some((v, at)) = samples {
+            report.end_to_end_samples_us = Some(v);
+            report.end_to_end_started_unix_s = Some(at);
+        }
+        if let Some((v, at)) = paced_samples {
+            report.end_to_end_paced_samples_us = Some(v);
+            report.end_to_end_paced_started_unix_s = Some(at);
         }
     }
     Ok(())
@@ -490,6 +590,9 @@ fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchRepor
         frame_bytes: g.frame_bytes(),
         slots: opts.slots,
         kernels_per_frame: None,
+        chunks_per_frame: None,
+        kernels_per_streamed_frame: None,
+        kernels_after_frame_complete: None,
         mean_detections: 0.0,
         end_to_end: LatencyStats::from_samples(&[], 0.0),
         end_to_end_paced: None,
@@ -498,6 +601,10 @@ fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchRepor
         end_to_end_paced_samples_us: None,
         end_to_end_started_unix_s: None,
         end_to_end_paced_started_unix_s: None,
+        end_to_end_streamed: None,
+        end_to_end_streamed_paced: None,
+        end_to_end_streamed_samples_us: None,
+        end_to_end_streamed_paced_samples_us: None,
         end_to_end_resident: None,
         end_to_end_resident_paced: None,
         wake_us: opts.wake_us,
@@ -507,6 +614,7 @@ fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchRepor
         gpu_graph_resident: None,
         gpu_graph_mapped_gated: None,
         gpu_graph_resident_gated: None,
+        gpu_finish_mapped_gated: None,
         stages_mapped: Vec::new(),
         stages_resident: Vec::new(),
         floors: chain_floors(&opts.cfg),
@@ -534,7 +642,15 @@ fn run_cpu(opts: &BenchOptions) -> Result<BenchReport, DspError> {
         warmup: opts.warmup.min(20),
         frames,
     };
-    time_slots(opts, &mut report, &mut backend, &views, &rot, &mut dets)?;
+    time_slots(
+        opts,
+        &mut report,
+        &mut backend,
+        &views,
+        &rot,
+        &mut dets,
+        None,
+    )?;
     Ok(report)
 }
 
@@ -544,21 +660,27 @@ fn first_counts(
     dets: &mut Detections,
 ) -> Result<Vec<usize>, DspError> {
     (0..views.len())
-        .map(|s| process_slot(backend, views, s, dets))
+        .map(|s| {
+            let f = SlotFrame {
+                index: s,
+                sequence: s as u64,
+            };
+            process_slot(backend, views, f, dets)
+        })
         .collect()
 }
 
-/// `process` on the frame in slot `s`; its detection count.
+/// `process` on `frame`, complete in its slot; its detection count.
 fn process_slot(
     backend: &mut dyn Backend,
     slots: &[&[u8]],
-    s: usize,
+    frame: SlotFrame,
     dets: &mut Detections,
 ) -> Result<usize, DspError> {
     backend.process(
         FrameInput {
-            bytes: slots[s],
-            slot: Some(s),
+            bytes: slots[frame.index],
+            slot: Some(frame),
         },
         dets,
     )?;
@@ -614,33 +736,64 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
         warmup: opts.warmup,
         frames,
     };
-    time_slots(opts, &mut report, &mut backend, &views, &rot, &mut dets)?;
+    time_slots(
+        opts,
+        &mut report,
+        &mut backend,
+        &views,
+        &rot,
+        &mut dets,
+        None,
+    )?;
+    if let Some(chunks) = backend.streamed_chunks() {
+        report.chunks_per_frame = Some(chunks);
+        if let Some((all, finish)) = backend.kernels_per_streamed_frame() {
+            report.kernels_per_streamed_frame = Some(all);
+            report.kernels_after_frame_complete = Some(finish);
+        }
+        // Borrowed by the closure while `time_slots` drives the backend:
+        // a second handle on the same stream, through the trait object.
+        let stream_sync = backend.stream_synchronizer();
+        let settle = move || stream_sync.synchronize();
+        time_slots(
+            opts,
+            &mut report,
+            &mut backend,
+            &views,
+            &rot,
+            &mut dets,
+            Some((chunks, &settle)),
+        )?;
+    }
 
     // Resident frames: launch, wait, read, host-timed.
     let mut resident = |step: Step| -> Result<usize, DspError> {
         match step {
             Step::Wake => backend.wake().map(|()| 0),
-            Step::Frame(s) => {
-                backend.launch_resident(s)?;
+            Step::Chunk(..) | Step::Settle => Ok(0),
+            Step::Frame(f) => {
+                backend.launch_resident(f.index)?;
                 backend.wait()?;
                 backend.read_detections(&mut dets);
                 Ok(dets.list.len())
             }
         }
     };
-    let t = time_frames(&rot, None, None, "resident frame", &mut resident)?;
+    let t = time_frames(&rot, Pacing::default(), "resident frame", &mut resident)?;
     report.end_to_end_resident = Some(LatencyStats::from_samples(&t.samples, t.busy_s));
     if let Some(period) = opts.period() {
-        let t = time_frames(&rot, Some(period), None, "resident frame", &mut resident)?;
+        let paced = Pacing {
+            period: Some(period),
+            ..Pacing::default()
+        };
+        let t = time_frames(&rot, paced, "resident frame", &mut resident)?;
         report.end_to_end_resident_paced = Some(LatencyStats::from_samples(&t.samples, t.busy_s));
         if let Some(wake) = opts.wake() {
-            let t = time_frames(
-                &rot,
-                Some(period),
-                Some(wake),
-                "resident frame",
-                &mut resident,
-            )?;
+            let woken = Pacing {
+                wake: Some(wake),
+                ..paced
+            };
+            let t = time_frames(&rot, woken, "resident frame", &mut resident)?;
             report.end_to_end_resident_paced_woken =
                 Some(LatencyStats::from_samples(&t.samples, t.busy_s));
         }
@@ -649,22 +802,32 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
         let mut slot = |step: Step| -> Result<usize, DspError> {
             match step {
                 Step::Wake => backend.wake().map(|()| 0),
-                Step::Frame(s) => process_slot(&mut backend, &views, s, &mut dets),
+                Step::Chunk(..) | Step::Settle => Ok(0),
+                Step::Frame(f) => process_slot(&mut backend, &views, f, &mut dets),
             }
         };
-        let t = time_frames(&rot, Some(period), Some(wake), "slot", &mut slot)?;
+        let woken = Pacing {
+            period: Some(period),
+            wake: Some(wake),
+            chunks: None,
+        };
+        let t = time_frames(&rot, woken, "slot", &mut slot)?;
         report.end_to_end_paced_woken = Some(LatencyStats::from_samples(&t.samples, t.busy_s));
     }
 
     let gpu_reps = frames.min(5000);
-    let mapped = backend.graph_gpu_times(false, ring.len(), gpu_reps, false)?;
-    report.gpu_graph_mapped = Some(LatencyStats::from_samples(&mapped, 0.0));
-    let resident = backend.graph_gpu_times(true, ring.len(), gpu_reps, false)?;
-    report.gpu_graph_resident = Some(LatencyStats::from_samples(&resident, 0.0));
-    let mapped = backend.graph_gpu_times(false, ring.len(), gpu_reps, true)?;
-    report.gpu_graph_mapped_gated = Some(LatencyStats::from_samples(&mapped, 0.0));
-    let resident = backend.graph_gpu_times(true, ring.len(), gpu_reps, true)?;
-    report.gpu_graph_resident_gated = Some(LatencyStats::from_samples(&resident, 0.0));
+    let n = ring.len();
+    let gpu = |set, gated| -> Result<Option<LatencyStats>, DspError> {
+        let t = backend.graph_gpu_times(set, n, gpu_reps, gated)?;
+        Ok(Some(LatencyStats::from_samples(&t, 0.0)))
+    };
+    report.gpu_graph_mapped = gpu(GraphSet::Slots, false)?;
+    report.gpu_graph_resident = gpu(GraphSet::Resident, false)?;
+    report.gpu_graph_mapped_gated = gpu(GraphSet::Slots, true)?;
+    report.gpu_graph_resident_gated = gpu(GraphSet::Resident, true)?;
+    if report.chunks_per_frame.is_some() {
+        report.gpu_finish_mapped_gated = gpu(GraphSet::Finish, true)?;
+    }
 
     report.stages_mapped = stage_stats(&backend.stage_times(Some(0), None, opts.stage_reps)?);
     report.stages_resident = stage_stats(&backend.stage_times(None, Some(0), opts.stage_reps)?);
@@ -713,6 +876,15 @@ pub fn table(r: &BenchReport) -> String {
     if let Some(k) = r.kernels_per_frame {
         s.push_str(&format!("kernels per frame (graph kernel nodes): {k}\n"));
     }
+    if let (Some(c), Some(k), Some(f)) = (
+        r.chunks_per_frame,
+        r.kernels_per_streamed_frame,
+        r.kernels_after_frame_complete,
+    ) {
+        s.push_str(&format!(
+            "chunk-streamed: {c} chunks per frame; {k} kernels per frame in {c} graphs, {f} of them after the frame completes\n"
+        ));
+    }
     if let Some(pdl) = r.pdl {
         let o = r.cuda_options.as_deref().unwrap_or("");
         s.push_str(&format!(
@@ -741,6 +913,15 @@ pub fn table(r: &BenchReport) -> String {
     if let (Some(l), Some(p)) = (&r.end_to_end_paced, r.period_us) {
         s.push_str(&fmt_lat(
             &format!("... one frame every {p:.0} us (n={})", l.frames),
+            l,
+        ));
+    }
+    if let Some(l) = &r.end_to_end_streamed {
+        s.push_str(&fmt_lat(&format!("... chunk-streamed (n={})", l.frames), l));
+    }
+    if let (Some(l), Some(p)) = (&r.end_to_end_streamed_paced, r.period_us) {
+        s.push_str(&fmt_lat(
+            &format!("... chunk-streamed, one every {p:.0} us (n={})", l.frames),
             l,
         ));
     }
@@ -795,6 +976,12 @@ pub fn table(r: &BenchReport) -> String {
     if let Some(l) = &r.gpu_graph_resident_gated {
         s.push_str(&fmt_lat(
             &format!("GPU graph behind a gate, resident (n={})", l.frames),
+            l,
+        ));
+    }
+    if let Some(l) = &r.gpu_finish_mapped_gated {
+        s.push_str(&fmt_lat(
+            &format!("GPU finishing graph behind a gate (n={})", l.frames),
             l,
         ));
     }

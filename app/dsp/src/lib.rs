@@ -23,7 +23,7 @@ pub mod scene;
 pub mod select;
 pub mod window;
 
-pub use backend::{Backend, FrameInput, SlotAddr};
+pub use backend::{Backend, FrameInput, SlotAddr, SlotFrame};
 pub use config::{CfarConfig, ChainConfig, Geometry, Physical};
 pub use cpu::CpuBackend;
 pub use detection::{Detection, Detections};

@@ -9,7 +9,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use radar_dsp::backend::{Backend, FrameInput, SlotAddr};
+use radar_dsp::backend::{Backend, FrameInput, SlotAddr, SlotFrame};
 use radar_dsp::config::ChainConfig;
 use radar_dsp::cpu::CpuBackend;
 use radar_dsp::cuda::{CudaBackend, CudaOptions, probe};
@@ -114,13 +114,28 @@ fn compare(
     bytes: &[u8],
     worst: &mut Worst,
 ) {
+    compare_with(what, cfg, cpu, gpu, bytes, worst, |gpu, dg| {
+        gpu.process(FrameInput { bytes, slot: None }, dg)
+    });
+}
+
+/// Compare the CPU's results on `bytes` with what `run_gpu` makes the CUDA
+/// backend give (the same frame, through whichever path it takes).
+fn compare_with(
+    what: &str,
+    cfg: &ChainConfig,
+    cpu: &mut CpuBackend,
+    gpu: &mut CudaBackend,
+    bytes: &[u8],
+    worst: &mut Worst,
+    run_gpu: impl FnOnce(&mut CudaBackend, &mut Detections) -> Result<(), DspError>,
+) {
     let max = cfg.chain.max_detections;
     let mut dc = Detections::with_capacity(max);
     let mut dg = Detections::with_capacity(max);
     cpu.process(FrameInput { bytes, slot: None }, &mut dc)
         .expect("cpu process");
-    gpu.process(FrameInput { bytes, slot: None }, &mut dg)
-        .expect("cuda process");
+    run_gpu(gpu, &mut dg).expect("cuda process");
     let (mut pc, mut pg) = (Vec::new(), Vec::new());
     cpu.power_map(&mut pc).expect("cpu power map");
     gpu.power_map(&mut pg).expect("cuda power map");
@@ -430,10 +445,14 @@ fn slots_staging_and_bad_input() {
                 Detections::with_capacity(512),
                 Detections::with_capacity(512),
             );
+            let in_slot = SlotFrame {
+                index: s,
+                sequence: (round * 3 + s) as u64,
+            };
             gpu.process(
                 FrameInput {
                     bytes,
-                    slot: Some(s),
+                    slot: Some(in_slot),
                 },
                 &mut a,
             )
@@ -458,7 +477,7 @@ fn slots_staging_and_bad_input() {
             gpu.process(
                 FrameInput {
                     bytes: &copy,
-                    slot: Some(s),
+                    slot: Some(in_slot),
                 },
                 &mut c,
             )
@@ -485,7 +504,10 @@ fn slots_staging_and_bad_input() {
         gpu.process(
             FrameInput {
                 bytes: &ring[s].as_slice()[..fb],
-                slot: Some(s),
+                slot: Some(SlotFrame {
+                    index: s,
+                    sequence: k as u64,
+                }),
             },
             &mut d,
         )
@@ -540,6 +562,238 @@ fn slots_staging_and_bad_input() {
         bytes: fb / 2,
     }];
     assert!(matches!(gpu.prepare_slots(&small), Err(DspError::Cuda(_))));
+}
+
+/// How a frame's chunks reach the backend in `chunk_streamed_frames_match`.
+#[derive(Clone, Copy, Debug)]
+enum Landing {
+    /// Every chunk, in order, as the source delivers them.
+    All,
+    /// Every other chunk (events lost): process() launches the rest.
+    EveryOther,
+    /// No chunk events: the whole frame at once.
+    None,
+    /// Every chunk twice.
+    Twice,
+    /// First a frame that is never processed lands in the slot (all its
+    /// chunks, other bytes), then the real frame without chunk events.
+    AfterAnAbandonedFrame,
+    /// Every chunk lands, then another slot's frame is processed whole
+    /// (overwriting the chunks' work) before this frame is.
+    OvertakenByAnother,
+}
+
+/// Chunk-streamed mode: each frame is written into its mapped slot chunk by
+/// chunk (over an older frame's bytes, so reading a chunk before it landed
+/// gives wrong results), with the chunk events of each `Landing`; the
+/// detections and power map must be the CPU reference's for the frame.
+/// Also: processing a streamed frame allocates nothing, and chunk events
+/// the backend cannot take are errors, not panics.
+#[test]
+fn chunk_streamed_frames_match_the_cpu_reference() {
+    if !cuda_or_skip("chunk_streamed_frames_match_the_cpu_reference") {
+        return;
+    }
+    let mut clutter = ChainConfig::default();
+    clutter.geometry.n_tx = 2;
+    clutter.geometry.n_loops = 128;
+    clutter.geometry.n_samples = 128;
+    clutter.geometry.chunks_per_frame = 8;
+    clutter.cfar.train_range = 6;
+    clutter.chain.max_detections = 64;
+    clutter.chain.clutter_removal = true;
+    let landings = [
+        Landing::All,
+        Landing::EveryOther,
+        Landing::None,
+        Landing::Twice,
+        Landing::AfterAnAbandonedFrame,
+        Landing::OvertakenByAnother,
+    ];
+    let mut total = Worst::default();
+    for (name, cfg, frames) in [
+        ("default", ChainConfig::default(), 60usize),
+        ("2tx-128x128-clutter", clutter, 24),
+    ] {
+        let g = &cfg.geometry;
+        let (fb, chunks, cb) = (g.frame_bytes(), g.chunks_per_frame, g.chunk_bytes());
+        let mut cpu = CpuBackend::new(&cfg).expect("cpu backend");
+        let mut gpu = CudaBackend::new(&cfg).expect("cuda backend");
+        let mut rng = ChaCha8Rng::seed_from_u64(0xc4u64 + chunks as u64);
+        let slots = 4;
+        let mut ring = Vec::new();
+        for k in 0..slots {
+            let scene = random_scene(&cfg, &mut rng, 10);
+            let mut buf = gpu.mapped_buffer(fb).expect("mapped buffer");
+            buf.as_mut_slice()[..fb].copy_from_slice(&frame(&cfg, &scene, 900 + k as u64));
+            ring.push(buf);
+        }
+        let addrs: Vec<SlotAddr> = ring
+            .iter()
+            .map(|b| SlotAddr {
+                host_ptr: b.host_ptr() as usize,
+                device_ptr: Some(b.device_ptr()),
+                bytes: fb,
+            })
+            .collect();
+        assert!(!gpu.streams_chunks(), "{name}: streams before slots exist");
+        gpu.prepare_slots(&addrs).expect("prepare slots");
+        assert!(gpu.streams_chunks(), "{name}: chunk streaming not set up");
+        assert_eq!(gpu.streamed_chunks(), Some(chunks));
+        let (all, finish) = gpu.kernels_per_streamed_frame().expect("kernel counts");
+        // Every chunk graph holds convert_window and a range FFT kernel at
+        // least; the finishing graph those, the Doppler FFT and our power,
+        // CFAR and refine kernels.
+        assert!(
+            finish >= 6 && all >= finish + 2 * (chunks - 1),
+            "{name}: {all} kernels streamed, {finish} finishing, {} whole",
+            gpu.kernels_per_frame()
+        );
+
+        let mut worst = Worst::default();
+        let mut d = Detections::with_capacity(cfg.chain.max_detections);
+        for k in 0..frames {
+            let landing = landings[k % landings.len()];
+            let s = k % slots;
+            let this = SlotFrame {
+                index: s,
+                sequence: 1000 + k as u64,
+            };
+            let scene = random_scene(&cfg, &mut rng, 12);
+            let bytes = frame(&cfg, &scene, 2000 + k as u64);
+            if let Landing::AfterAnAbandonedFrame = landing {
+                let other = frame(&cfg, &random_scene(&cfg, &mut rng, 12), 7000 + k as u64);
+                let abandoned = SlotFrame {
+                    sequence: this.sequence - 1,
+                    ..this
+                };
+                for c in 0..chunks {
+                    ring[s].as_mut_slice()[c * cb..(c + 1) * cb]
+                        .copy_from_slice(&other[c * cb..(c + 1) * cb]);
+                    gpu.chunk_landed(abandoned, c).expect("chunk");
+                }
+            }
+            for c in 0..chunks {
+                ring[s].as_mut_slice()[c * cb..(c + 1) * cb]
+                    .copy_from_slice(&bytes[c * cb..(c + 1) * cb]);
+                let lands = match landing {
+                    Landing::All | Landing::Twice | Landing::OvertakenByAnother => 1,
+                    Landing::EveryOther => usize::from(c % 2 == 0),
+                    Landing::None | Landing::AfterAnAbandonedFrame => 0,
+                };
+                let times = if let Landing::Twice = landing {
+                    2
+                } else {
+                    lands
+                };
+                for _ in 0..times {
+                    gpu.chunk_landed(this, c).expect("chunk");
+                }
+            }
+            if let Landing::OvertakenByAnother = landing {
+                let o = (s + 1) % slots;
+                let other = SlotFrame {
+                    index: o,
+                    sequence: 5000 + k as u64,
+                };
+                let held = ring[o].as_slice()[..fb].to_vec();
+                compare_with(
+                    &format!("{name} frame {k}: the frame that overtook"),
+                    &cfg,
+                    &mut cpu,
+                    &mut gpu,
+                    &held,
+                    &mut worst,
+                    |gpu, dg| {
+                        gpu.process(
+                            FrameInput {
+                                bytes: &ring[o].as_slice()[..fb],
+                                slot: Some(other),
+                            },
+                            dg,
+                        )
+                    },
+                );
+            }
+            compare_with(
+                &format!("{name} frame {k} ({landing:?})"),
+                &cfg,
+                &mut cpu,
+                &mut gpu,
+                &bytes,
+                &mut worst,
+                |gpu, dg| {
+                    gpu.process(
+                        FrameInput {
+                            bytes: &ring[s].as_slice()[..fb],
+                            slot: Some(this),
+                        },
+                        dg,
+                    )
+                },
+            );
+        }
+        println!("{name} chunk-streamed ({chunks} chunks): {worst:?}");
+        assert!(worst.detections > frames, "{name}: too few detections");
+
+        // The streamed hot path allocates nothing once warm.
+        let before = allocations();
+        for k in 0..200u64 {
+            let s = k as usize % slots;
+            let this = SlotFrame {
+                index: s,
+                sequence: 10_000 + k,
+            };
+            for c in 0..chunks {
+                gpu.chunk_landed(this, c).expect("chunk");
+            }
+            gpu.process(
+                FrameInput {
+                    bytes: &ring[s].as_slice()[..fb],
+                    slot: Some(this),
+                },
+                &mut d,
+            )
+            .expect("streamed frame");
+        }
+        assert_eq!(
+            allocations() - before,
+            0,
+            "{name}: chunk_landed/process allocated"
+        );
+
+        // Chunk events the backend cannot take: errors naming what is wrong.
+        let bad_chunk = gpu.chunk_landed(
+            SlotFrame {
+                index: 0,
+                sequence: 1,
+            },
+            chunks,
+        );
+        assert!(
+            matches!(&bad_chunk, Err(DspError::Backend(m)) if m.contains("chunks")),
+            "{bad_chunk:?}"
+        );
+        let bad_slot = gpu.chunk_landed(
+            SlotFrame {
+                index: slots,
+                sequence: 1,
+            },
+            0,
+        );
+        assert!(
+            matches!(&bad_slot, Err(DspError::Backend(m)) if m.contains("not prepared")),
+            "{bad_slot:?}"
+        );
+        total.scenes += worst.scenes;
+        total.detections += worst.detections;
+        total.refined_bin = total.refined_bin.max(worst.refined_bin);
+        total.power_rel_norm = total.power_rel_norm.max(worst.power_rel_norm);
+    }
+    println!(
+        "chunk-streamed: matched {} frames, {} detections; worst refined-bin difference {:.2e} bin; power map relative error {:.2e} normwise",
+        total.scenes, total.detections, total.refined_bin, total.power_rel_norm
+    );
 }
 
 /// Configurations the CUDA backend cannot run are refused with the key.

@@ -15,6 +15,8 @@
 //!
 //! [backend]
 //! kind = "auto"             # auto | cuda | cpu
+//! stream_chunks = true      # start each DMA chunk's work as it lands, when
+//!                           # the backend can (CUDA); false: whole frames
 //!
 //! [rt]
 //! priority = 80             # SCHED_FIFO; 0 = normal scheduling
@@ -134,12 +136,20 @@ impl Default for SourceConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct BackendConfig {
     pub kind: String,
+    /// Chunk-streamed mode (DESIGN.md section 3): ask the source for an
+    /// event per DMA chunk and let the backend start each chunk's range
+    /// work as it lands, so that only the last chunk's and the rest of the
+    /// chain remain when the frame completes. Used when the backend can
+    /// (CUDA with the ring in mapped memory); the CPU backend takes whole
+    /// frames either way.
+    pub stream_chunks: bool,
 }
 
 impl Default for BackendConfig {
     fn default() -> Self {
         BackendConfig {
             kind: "auto".into(),
+            stream_chunks: true,
         }
     }
 }

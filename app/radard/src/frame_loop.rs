@@ -1,14 +1,17 @@
 //! The frame loop: next frame event -> run the chain on that slot -> publish
-//! -> release the slot -> account. After warm-up it allocates nothing, takes
-//! no lock, and makes no system call but the source's frame wait
-//! (`tests/hot_loop_alloc.rs` checks the allocation part).
+//! -> release the slot -> account. In chunk-streamed mode the chunk events
+//! before a frame's event hand each landed chunk to the backend, which starts
+//! that chunk's work without waiting for it. After warm-up it allocates
+//! nothing, takes no lock, and makes no system call but the source's event
+//! wait (`tests/hot_loop_alloc.rs` checks the allocation part).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use heapless::spsc::Producer;
-use radar_dsp::{Backend, Detections, DspError, FrameInput};
-use tegra_p2p::{FrameSource, SequenceTracker, verify_test_pattern};
+use radar_dsp::{Backend, Detections, DspError, FrameInput, SlotFrame};
+use tegra_p2p::source::Event;
+use tegra_p2p::{Frame, FrameSource, SequenceTracker, verify_test_pattern};
 use thiserror::Error;
 
 use crate::config::Content;
@@ -36,6 +39,9 @@ pub struct LoopOptions {
     /// Frames were captured into slots the backend prepared (CUDA graphs per
     /// slot): pass the slot index along.
     pub slots_prepared: bool,
+    /// Chunk-streamed mode: the source delivers chunk events, and each is
+    /// handed to the backend (needs `slots_prepared`).
+    pub chunk_streaming: bool,
 }
 
 /// Why the loop ended without an error.
@@ -90,6 +96,33 @@ pub struct LoopContext<'q, 'a> {
     pub on_warm: &'a mut dyn FnMut(),
 }
 
+/// Waits for the next frame event. Chunk events before it go to the backend
+/// in chunk-streamed mode (its work for the chunk starts; nothing waits for
+/// it) and are passed over otherwise, as are transmit completions.
+fn next_frame<'s, 'b>(
+    src: &'s dyn FrameSource,
+    mut backend: Option<&mut (dyn Backend + 'b)>,
+    opts: &LoopOptions,
+    live: &LiveStats,
+) -> Result<Frame<'s>, LoopError> {
+    loop {
+        match src.next_event(None)? {
+            Event::Frame(f) => return Ok(f),
+            Event::Chunk(c) => {
+                if let Some(b) = backend.as_deref_mut().filter(|_| opts.chunk_streaming) {
+                    let frame = SlotFrame {
+                        index: c.slot as usize,
+                        sequence: c.sequence,
+                    };
+                    b.chunk_landed(frame, c.chunk as usize)?;
+                    LiveStats::add(&live.chunks_streamed, 1);
+                }
+            }
+            Event::TxDone { .. } => {}
+        }
+    }
+}
+
 /// Runs until the frame limit, a stop request, or an error of the source or
 /// the chain. `backend` is None for test-pattern content.
 pub fn run(
@@ -115,7 +148,7 @@ pub fn run(
             (ctx.on_warm)();
         }
 
-        let frame = src.next_frame(None)?;
+        let frame = next_frame(src, backend.as_deref_mut(), opts, live)?;
         let t0 = Instant::now();
         let meta = *frame.meta();
         let sequence_ok = sequence.observe(meta.sequence, meta.dropped).is_ok();
@@ -152,7 +185,10 @@ pub fn run(
                     if let Some(b) = backend.as_deref_mut() {
                         let input = FrameInput {
                             bytes: frame.data(),
-                            slot: opts.slots_prepared.then_some(meta.slot as usize),
+                            slot: opts.slots_prepared.then_some(SlotFrame {
+                                index: meta.slot as usize,
+                                sequence: meta.sequence,
+                            }),
                         };
                         b.process(input, dets)?;
                         rec.detections = dets.list.len() as u32;

@@ -39,6 +39,10 @@ struct Cli {
     /// Processing backend: auto, cuda or cpu.
     #[arg(long)]
     backend: Option<String>,
+    /// Process whole frames only: no chunk events, no chunk-streamed work
+    /// (backend.stream_chunks = false).
+    #[arg(long)]
+    whole_frames: bool,
     /// What the FPGA sends: scene (synthetic radar frames) or test-pattern.
     #[arg(long)]
     content: Option<Content>,
@@ -85,6 +89,9 @@ struct Summary {
     source: String,
     backend: String,
     backend_reason: String,
+    /// Chunk-streamed mode in use, and the chunk events handed to the backend.
+    chunk_streaming: bool,
+    chunks_streamed: u64,
     content: String,
     end: String,
     frames: u64,
@@ -154,6 +161,9 @@ fn load_config(cli: &Cli) -> Result<RadardConfig, String> {
     if let Some(b) = &cli.backend {
         cfg.backend.kind = b.clone();
     }
+    if cli.whole_frames {
+        cfg.backend.stream_chunks = false;
+    }
     if let Some(c) = cli.content {
         cfg.source.content = c;
     }
@@ -218,6 +228,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
     }
     let mut selected = None;
     let mut slots_prepared = false;
+    let mut chunk_streaming = false;
     if cfg.source.content == Content::Scene {
         println!(
             "radard: {}",
@@ -225,7 +236,10 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
         );
         let (sel, prepared) = setup::open_backend(cfg, &source).map_err(|e| e.to_string())?;
         println!("radard: backend {}: {}", sel.backend.name(), sel.reason);
+        let (on, why) = setup::chunk_streaming(cfg, sel.backend.as_ref(), prepared);
+        println!("radard: chunk streaming {why}");
         slots_prepared = prepared;
+        chunk_streaming = on;
         selected = Some(sel);
     }
     let (backend_name, backend_reason) = selected.as_ref().map_or(
@@ -255,6 +269,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
         warmup_frames: 4,
         print_every: cfg.output.print_every,
         slots_prepared,
+        chunk_streaming,
     };
     let mut dets = Detections::with_capacity(cfg.chain.max_detections);
     let mut latencies =
@@ -264,7 +279,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
     let mut queue = LogQueue::new();
     let (producer, consumer) = queue.split();
 
-    let params = setup::start_params(cfg);
+    let params = setup::start_params(cfg, chunk_streaming);
     source
         .as_dyn_mut()
         .start(&params)
@@ -317,6 +332,8 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
         source: source.as_dyn().name().to_string(),
         backend: backend_name,
         backend_reason,
+        chunk_streaming,
+        chunks_streamed: LiveStats::get(&live.chunks_streamed),
         content: format!("{:?}", cfg.source.content),
         end: end.clone(),
         frames: LiveStats::get(&live.frames),
@@ -357,8 +374,8 @@ fn print_summary(s: &Summary) {
     let _ = writeln!(out, "summary: {} ({} frames)", s.end, s.frames);
     let _ = writeln!(
         out,
-        "summary: source={} backend={} content={}",
-        s.source, s.backend, s.content
+        "summary: source={} backend={} content={} chunk_streaming={} chunks_streamed={}",
+        s.source, s.backend, s.content, s.chunk_streaming, s.chunks_streamed
     );
     let _ = writeln!(
         out,

@@ -65,6 +65,8 @@ pub struct LiveStats {
     pub payload_errors: AtomicU64,
     pub sequence_errors: AtomicU64,
     pub short_frames: AtomicU64,
+    /// Chunk events handed to the backend (chunk-streamed mode).
+    pub chunks_streamed: AtomicU64,
     pub records_lost: AtomicU64,
     pub max_latency_ns: AtomicU64,
     pub last_latency_ns: AtomicU64,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use radar_dsp::scene::{Scene, SceneGenerator, Target};
 use radar_dsp::select::{SelectedBackend, select_backend_explained};
-use radar_dsp::{DspError, SlotAddr};
+use radar_dsp::{Backend, DspError, SlotAddr};
 use tegra_p2p::source::Event;
 use tegra_p2p::{
     FrameSource, KmodSource, RingConfig, RingMemory, SimConfig, SimSource, StartParams, TxTarget,
@@ -141,15 +141,56 @@ pub fn load_scene(cfg: &RadardConfig, source: &mut Source) -> Result<String, Set
     ))
 }
 
-pub fn start_params(cfg: &RadardConfig) -> StartParams {
+/// How the source is started; `chunk_events` for chunk-streamed mode (see
+/// [`chunk_streaming`]).
+pub fn start_params(cfg: &RadardConfig, chunk_events: bool) -> StartParams {
     let base = match cfg.source.content {
         Content::Scene => StartParams::playback(cfg.source.scene_frames),
         Content::TestPattern => StartParams::test_pattern(),
     };
-    base.with_chunk_period(Duration::from_micros(u64::from(cfg.source.chunk_period_us)))
+    let params = base
+        .with_chunk_period(Duration::from_micros(u64::from(cfg.source.chunk_period_us)))
         .with_event_timeout(Duration::from_millis(u64::from(
             cfg.source.event_timeout_ms,
-        )))
+        )));
+    if chunk_events {
+        params.with_chunk_events()
+    } else {
+        params
+    }
+}
+
+/// Whether the loop streams chunks to the backend (chunk-streamed mode),
+/// and why, for the start-up log: the configuration asks for it, and the
+/// backend starts work per chunk in the slots it prepared (CUDA).
+pub fn chunk_streaming(
+    cfg: &RadardConfig,
+    backend: &dyn Backend,
+    slots_prepared: bool,
+) -> (bool, String) {
+    let chunks = cfg.geometry.chunks_per_frame;
+    let max = radar_dsp::cuda::MAX_STREAMED_CHUNKS;
+    if !cfg.backend.stream_chunks {
+        (false, "off (backend.stream_chunks = false)".into())
+    } else if slots_prepared && backend.streams_chunks() {
+        (
+            true,
+            format!("on ({chunks} chunks per frame: each chunk's range work starts as it lands)"),
+        )
+    } else if !(2..=max).contains(&chunks) {
+        (
+            false,
+            format!("off (a frame of {chunks} chunks; chunk streaming needs 2 to {max})"),
+        )
+    } else {
+        (
+            false,
+            format!(
+                "off (the {} backend processes whole frames here)",
+                backend.name()
+            ),
+        )
+    }
 }
 
 /// Builds the backend and, when the ring is GPU-visible, lets it prepare its

@@ -1,7 +1,11 @@
 //! The frame loop allocates nothing after warm-up (DESIGN.md section 7, rule
 //! 5): a global allocator counts the allocations made by the loop's thread
-//! between the end of warm-up and the end of the run, for the scene content
-//! through the CPU backend and for the verified test pattern.
+//! between the end of warm-up and the end of the run, for the verified test
+//! pattern, for the scene content through the CPU backend, and for the scene
+//! with chunk events on through the best backend here: CUDA in
+//! chunk-streamed mode where a GPU is (the device machine; with
+//! RADAR_REQUIRE_CUDA=1 it must be), else the CPU backend passing over the
+//! chunk events ("skipped: no CUDA" for the streamed part).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -76,19 +80,44 @@ priority = 0
 lock_memory = false
 "#;
 
-fn run_case(content: Content) -> (u64, u64, u64) {
+/// One run of the loop.
+struct Case {
+    content: Content,
+    backend: &'static str,
+    /// Ask the source for chunk events (whatever the backend does with them).
+    chunk_events: bool,
+}
+
+/// What a run did: allocations after warm-up, records queued, records
+/// lost, the backend's name, and the chunks handed to the backend.
+struct Outcome {
+    allocs: u64,
+    lines: u64,
+    lost: u64,
+    backend: String,
+    chunks_streamed: u64,
+}
+
+fn run_case(case: &Case) -> Outcome {
+    let content = case.content;
     let mut cfg = RadardConfig::parse(SMALL, "test").expect("config");
     cfg.source.content = content;
-    cfg.backend.kind = "cpu".into();
+    cfg.backend.kind = case.backend.into();
     let (mut source, _) = setup::open_source(&cfg).expect("sim source");
     let mut backend = None;
+    let mut slots_prepared = false;
+    let mut chunk_streaming = false;
     if content == Content::Scene {
         setup::load_scene(&cfg, &mut source).expect("scene");
-        backend = Some(setup::open_backend(&cfg, &source).expect("cpu backend").0);
+        let (sel, prepared) = setup::open_backend(&cfg, &source).expect("backend");
+        slots_prepared = prepared;
+        chunk_streaming =
+            case.chunk_events && setup::chunk_streaming(&cfg, sel.backend.as_ref(), prepared).0;
+        backend = Some(sel);
     }
     source
         .as_dyn_mut()
-        .start(&setup::start_params(&cfg))
+        .start(&setup::start_params(&cfg, case.chunk_events))
         .expect("start");
 
     let opts = LoopOptions {
@@ -97,7 +126,8 @@ fn run_case(content: Content) -> (u64, u64, u64) {
         max_frames: Some(200),
         warmup_frames: 8,
         print_every: 1,
-        slots_prepared: false,
+        slots_prepared,
+        chunk_streaming,
     };
     let mut dets = Detections::with_capacity(cfg.chain.max_detections);
     let mut latencies = LatencyLog::with_capacity(1024);
@@ -131,22 +161,76 @@ fn run_case(content: Content) -> (u64, u64, u64) {
         0,
         "{content:?}: payload errors"
     );
-    (
-        ALLOCATIONS.load(Ordering::Relaxed),
+    Outcome {
+        allocs: ALLOCATIONS.load(Ordering::Relaxed),
         lines,
-        LiveStats::get(&live.records_lost),
-    )
+        lost: LiveStats::get(&live.records_lost),
+        backend: backend.map_or("none".into(), |s| s.backend.name().to_string()),
+        chunks_streamed: LiveStats::get(&live.chunks_streamed),
+    }
 }
 
 fn main() {
     let mut failed = false;
-    for content in [Content::TestPattern, Content::Scene] {
-        let (allocs, lines, lost) = run_case(content);
+    let require_cuda = std::env::var("RADAR_REQUIRE_CUDA").is_ok_and(|v| v == "1");
+    let cases = [
+        Case {
+            content: Content::TestPattern,
+            backend: "cpu",
+            chunk_events: false,
+        },
+        Case {
+            content: Content::Scene,
+            backend: "cpu",
+            chunk_events: false,
+        },
+        Case {
+            content: Content::Scene,
+            backend: "auto",
+            chunk_events: true,
+        },
+    ];
+    for case in &cases {
+        let o = run_case(case);
+        let Outcome {
+            allocs,
+            lines,
+            lost,
+            ..
+        } = o;
         println!(
-            "{content:?}: {allocs} allocations on the loop thread after warm-up ({lines} records queued, {lost} lost)"
+            "{:?}, {} backend, chunk events {}: {allocs} allocations on the loop thread after warm-up ({lines} records queued, {lost} lost, {} chunks streamed to the backend)",
+            case.content,
+            o.backend,
+            if case.chunk_events { "on" } else { "off" },
+            o.chunks_streamed
         );
         if allocs != 0 {
             failed = true;
+        }
+        if case.chunk_events {
+            // 200 frames and the warm-up, 4 chunks each, all but the last
+            // chunk of a frame start work: at least 3 a frame when CUDA streams.
+            if o.backend == "cuda" {
+                if o.chunks_streamed < 3 * 200 {
+                    eprintln!("FAILED: only {} chunks streamed", o.chunks_streamed);
+                    failed = true;
+                }
+            } else if require_cuda {
+                eprintln!(
+                    "FAILED: RADAR_REQUIRE_CUDA=1 but the {} backend ran",
+                    o.backend
+                );
+                failed = true;
+            } else {
+                println!(
+                    "skipped: no CUDA (chunk-streamed hot loop; the CPU backend passed over the chunk events)"
+                );
+                if o.chunks_streamed != 0 {
+                    eprintln!("FAILED: chunks handed to a backend that does not stream them");
+                    failed = true;
+                }
+            }
         }
         // The queue holds 256 records and nobody drained it: the rest are
         // counted as lost, never blocking the loop.

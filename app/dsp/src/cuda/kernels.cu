@@ -8,7 +8,7 @@
 //          (p = i * N_RX + j since m = l * N_TX + i), after the Doppler FFT
 //          [d][p][r] with d already fftshifted (see convert_window).
 //   pmap   float [d][r], the non-coherently integrated power map.
-//   state  u32[4]: [0] candidate count.
+//   state  u32[4]: [0] candidate count (reset by power_map).
 //   cand   Candidate[N_LOOPS * N_SAMPLES]: every CFAR hit that is a peak, in
 //          the order the hits were counted. cand[0 .. min(count, MAX_DET))
 //          are the kept detections (over the cap after select_overflow).
@@ -28,6 +28,10 @@
 // launched as programmatic dependents (PDL): they may start before the
 // kernel ahead of them has finished, and wait in pdl_wait() before reading
 // anything it wrote.
+// Chunk-streamed mode: convert_window and the range FFT run once per DMA
+// chunk as the chunk lands (a chunk is whole chirps, so its range rows are
+// a contiguous part of x); after the frame completes only the last chunk's
+// pair of them and the rest of the chain remain.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -99,27 +103,26 @@ __device__ __forceinline__ void pdl_release_dependents()
 // CONVERT_UNROLL times (a #define from the host), all loads issued before
 // the first store. The slot is mapped host memory read over PCIe on a
 // discrete GPU, DRAM on Orin.
+// Pairs [pair_begin, pair_end) are converted: the whole frame, or one DMA
+// chunk of it as it lands (chunk-streamed mode); indices are the frame's.
 #define CONVERT_PAIRS (N_CHIRPS * N_RX * N_SAMPLES / 2)
 
 extern "C" __global__ void __launch_bounds__(256)
 convert_window(const uint2 *__restrict__ frame, float4 *__restrict__ x,
                      const float *__restrict__ w_range, const float *__restrict__ w_doppler,
-                     u32 *__restrict__ state)
+                     u64 pair_begin, u64 pair_end)
 {
     const u32 stride = gridDim.x * blockDim.x;
-    const u32 t0 = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t0 == 0) {
-        // This frame's candidate count starts here.
-        state[0] = 0;
-    }
-    for (u32 base = t0; base < CONVERT_PAIRS; base += stride * CONVERT_UNROLL) {
+    const u32 end = (u32)pair_end;
+    for (u32 base = (u32)pair_begin + blockIdx.x * blockDim.x + threadIdx.x; base < end;
+         base += stride * CONVERT_UNROLL) {
         // Samples and window values all requested before the first use.
         uint2 v[CONVERT_UNROLL];
         float wd[CONVERT_UNROLL];
         float2 wr[CONVERT_UNROLL];
 #pragma unroll
         for (int k = 0; k < CONVERT_UNROLL; ++k) {
-            const u32 t = min(base + k * stride, (u32)CONVERT_PAIRS - 1);
+            const u32 t = min(base + k * stride, end - 1);
             const u32 s = t * 2;
             v[k] = frame[t];
             wd[k] = w_doppler[s / (N_SAMPLES * N_RX * N_TX)];
@@ -128,7 +131,7 @@ convert_window(const uint2 *__restrict__ frame, float4 *__restrict__ x,
 #pragma unroll
         for (int k = 0; k < CONVERT_UNROLL; ++k) {
             const u32 t = base + k * stride;
-            if (t < CONVERT_PAIRS) {
+            if (t < end) {
                 const float w0 = wr[k].x * wd[k];
                 const float w1 = wr[k].y * wd[k];
                 x[t] = make_float4((float)(short)(v[k].x & 0xffffu) * w0,
@@ -178,14 +181,20 @@ clutter_doppler_window(float2 *__restrict__ x, const float *__restrict__ w_doppl
 // the partial sums meet by shuffles. More lanes per item, more loads in
 // flight per SM. X comes from the kernel ahead of this one, which may still
 // be running when this one starts (PDL): L2 loads, not the read-only data
-// path.
+// path. It also starts the frame's candidate count: every frame's work
+// passes here exactly once, after the previous frame's tail and before
+// cfar_peaks counts (the range work of a frame may be split over several
+// launches as its chunks land, so it cannot be done there).
 #define POWER_ITEMS (N_LOOPS * N_SAMPLES / 2)
 #define POWER_PER_LANE ((N_VIRT + POWER_SPLIT - 1) / POWER_SPLIT)
 
 extern "C" __global__ void __launch_bounds__(256)
-power_map(const float4 *x, float2 *__restrict__ pmap)
+power_map(const float4 *x, float2 *__restrict__ pmap, u32 *__restrict__ state)
 {
     pdl_wait();
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        state[0] = 0;
+    }
     // cfar_peaks may be scheduled alongside: it waits for this grid.
     pdl_release_dependents();
     const u32 t = blockIdx.x * blockDim.x + threadIdx.x;

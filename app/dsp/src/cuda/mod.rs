@@ -12,17 +12,18 @@ mod fft;
 mod mapped;
 mod pipeline;
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaGraph, sys};
 
-use crate::backend::{Backend, FrameInput, SlotAddr};
+use crate::backend::{Backend, FrameInput, SlotAddr, SlotFrame};
 use crate::config::ChainConfig;
 use crate::detection::Detections;
 use crate::error::DspError;
 
 pub use mapped::MappedHostBuffer;
-pub use pipeline::{CudaOptions, SelectAt, StageTiming};
+pub use pipeline::{CudaOptions, MAX_STREAMED_CHUNKS, SelectAt, StageTiming};
 
 use pipeline::{Pipeline, SlotGraph};
 
@@ -113,6 +114,33 @@ pub struct CudaBackend {
     pipeline: Pipeline,
     info: DeviceInfo,
     frame_bytes: usize,
+    /// Chunk-streamed mode: the frame whose chunks' range work has been
+    /// launched into x, and which chunks (bit c: chunk c). Anything else
+    /// that writes x forgets it.
+    streamed_frame: Cell<Option<SlotFrame>>,
+    streamed_mask: Cell<u64>,
+}
+
+/// Waits for a backend's stream (see [`CudaBackend::stream_synchronizer`]).
+pub struct StreamSync(Arc<cudarc::driver::CudaStream>);
+
+impl StreamSync {
+    pub fn synchronize(&self) -> Result<(), DspError> {
+        self.0.synchronize().map_err(cuda_err("stream synchronize"))
+    }
+}
+
+/// Which graphs [`CudaBackend::graph_gpu_times`] times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphSet {
+    /// The whole chain on a frame in a prepared (mapped) slot.
+    Slots,
+    /// The whole chain on a frame resident in device memory.
+    Resident,
+    /// Chunk-streamed mode: what is left once the frame is complete (the
+    /// last chunk's range work and the rest), after the other chunks'
+    /// graphs ran untimed.
+    Finish,
 }
 
 // SAFETY: the backend owns its graphs, plans, buffers and stream; nothing is
@@ -163,6 +191,8 @@ impl CudaBackend {
             slots: Vec::new(),
             resident: Vec::new(),
             frame_bytes,
+            streamed_frame: Cell::new(None),
+            streamed_mask: Cell::new(0),
         };
         backend
             .staging
@@ -199,6 +229,65 @@ impl CudaBackend {
         self.staging.kernels
     }
 
+    /// DMA chunks per frame when chunk-streamed mode is set up for the
+    /// prepared slots (the geometry has 2 to MAX_STREAMED_CHUNKS chunks).
+    pub fn streamed_chunks(&self) -> Option<usize> {
+        self.slots.first().and(self.pipeline.streamed_chunks())
+    }
+
+    /// Kernel launches of one frame in chunk-streamed mode: over all its
+    /// graphs (every chunk's and the finishing one), and in the finishing
+    /// graph alone (what runs once the frame is complete).
+    pub fn kernels_per_streamed_frame(&self) -> Option<(usize, usize)> {
+        self.slots
+            .first()
+            .and_then(|g| g.streamed.as_ref())
+            .map(|s| (s.kernels, s.finish_kernels))
+    }
+
+    /// Whatever was queued, done (the over-cap step of [`Self::wait`] is
+    /// not taken): benchmarks wait here for chunk work they do not time.
+    pub fn synchronize(&self) -> Result<(), DspError> {
+        self.pipeline.synchronize()
+    }
+
+    /// A handle that waits for this backend's stream, usable while the
+    /// backend itself is borrowed elsewhere (benchmarks).
+    pub fn stream_synchronizer(&self) -> StreamSync {
+        StreamSync(self.pipeline.stream())
+    }
+
+    /// x is about to be overwritten by other work: no chunk's range work
+    /// in it counts for any frame any more.
+    fn forget_chunks(&self) {
+        self.streamed_frame.set(None);
+        self.streamed_mask.set(0);
+    }
+
+    /// Launch the work of a frame complete in prepared slot `frame.index`:
+    /// what chunk_landed did not launch for it, else the whole chain.
+    fn launch_in_slot(&self, frame: SlotFrame, g: &SlotGraph) -> Result<(), DspError> {
+        let landed = if self.streamed_frame.get() == Some(frame) {
+            self.streamed_mask.get()
+        } else {
+            0
+        };
+        self.forget_chunks();
+        match &g.streamed {
+            Some(st) if landed != 0 => {
+                for (c, chunk) in st.chunks.iter().enumerate() {
+                    if landed & (1u64 << c) == 0 {
+                        chunk.launch().map_err(cuda_err("graph launch (chunk)"))?;
+                    }
+                }
+                st.finish
+                    .launch()
+                    .map_err(cuda_err("graph launch (finish)"))
+            }
+            _ => g.graph.launch().map_err(cuda_err("graph launch")),
+        }
+    }
+
     /// Copy a frame into device memory once and capture a graph that reads
     /// it there; returns its index for [`Self::launch_resident`].
     pub fn add_resident_frame(&mut self, frame: &[u8]) -> Result<usize, DspError> {
@@ -208,14 +297,15 @@ impl CudaBackend {
         Ok(self.resident.len() - 1)
     }
 
-    /// Launch the graph of prepared slot `slot` (the frame must be complete
-    /// in it); pair with [`Self::wait`] and [`Self::read_detections`].
-    pub fn launch_slot(&self, slot: usize) -> Result<(), DspError> {
+    /// Launch the work of `frame`, complete in its prepared slot (what
+    /// chunk_landed started is not done again); pair with [`Self::wait`]
+    /// and [`Self::read_detections`].
+    pub fn launch_slot(&self, frame: SlotFrame) -> Result<(), DspError> {
         let g = self
             .slots
-            .get(slot)
-            .ok_or_else(|| DspError::Cuda(format!("slot {slot} was not prepared")))?;
-        g.graph.launch().map_err(cuda_err("graph launch"))
+            .get(frame.index)
+            .ok_or_else(|| DspError::Cuda(format!("slot {} was not prepared", frame.index)))?;
+        self.launch_in_slot(frame, g)
     }
 
     pub fn launch_resident(&self, index: usize) -> Result<(), DspError> {
@@ -223,6 +313,7 @@ impl CudaBackend {
             .resident
             .get(index)
             .ok_or_else(|| DspError::Cuda(format!("no resident frame {index}")))?;
+        self.forget_chunks();
         g.graph.launch().map_err(cuda_err("graph launch"))
     }
 
@@ -238,19 +329,19 @@ impl CudaBackend {
         self.pipeline.mapped_buffer(bytes)
     }
 
-    /// GPU time (us) of `reps` graph replays, events around each launch,
-    /// rotating over the first `inputs` prepared slots (or resident frames).
-    /// `gated`: each launch and its events queued behind a gate kernel that
-    /// opens once they are all queued, so that the host's submission of the
-    /// graph does not count (see `Pipeline::timed_launch`).
+    /// GPU time (us) of `reps` graph replays of `set`, events around each
+    /// launch, rotating over the first `inputs` prepared slots (or resident
+    /// frames). `gated`: each launch and its events queued behind a gate
+    /// kernel that opens once they are all queued, so that the host's
+    /// submission of the graph does not count (see `Pipeline::timed_launch`).
     pub fn graph_gpu_times(
         &self,
-        resident: bool,
+        set: GraphSet,
         inputs: usize,
         reps: usize,
         gated: bool,
     ) -> Result<Vec<f64>, DspError> {
-        let graphs = if resident {
+        let graphs = if set == GraphSet::Resident {
             &self.resident
         } else {
             &self.slots
@@ -261,6 +352,7 @@ impl CudaBackend {
                 "graph_gpu_times: no inputs prepared".to_string(),
             ));
         }
+        self.forget_chunks();
         let (e0, e1) = self.pipeline.timing_events()?;
         let mut gate = if gated {
             Some(self.pipeline.new_gate()?)
@@ -269,10 +361,22 @@ impl CudaBackend {
         };
         let mut v = Vec::with_capacity(reps);
         for k in 0..reps {
-            v.push(
-                self.pipeline
-                    .timed_launch(&graphs[k % n].graph, &e0, &e1, gate.as_mut())?,
-            );
+            let g = &graphs[k % n];
+            let timed = match (set, &g.streamed) {
+                (GraphSet::Finish, Some(st)) => {
+                    for chunk in &st.chunks {
+                        chunk.launch().map_err(cuda_err("graph launch (chunk)"))?;
+                    }
+                    &st.finish
+                }
+                (GraphSet::Finish, None) => {
+                    return Err(DspError::Cuda(
+                        "graph_gpu_times: chunk-streamed mode is not set up".to_string(),
+                    ));
+                }
+                _ => &g.graph,
+            };
+            v.push(self.pipeline.timed_launch(timed, &e0, &e1, gate.as_mut())?);
         }
         Ok(v)
     }
@@ -318,6 +422,7 @@ impl CudaBackend {
             (None, None) => Some(self.staging.input),
         }
         .ok_or_else(|| DspError::Cuda("stage_times: no such input".to_string()))?;
+        self.forget_chunks();
         self.pipeline.stage_times(input, reps)
     }
 
@@ -360,26 +465,71 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
+    fn streams_chunks(&self) -> bool {
+        self.streamed_chunks().is_some()
+    }
+
+    fn chunk_landed(&mut self, frame: SlotFrame, chunk: usize) -> Result<(), DspError> {
+        let Some(g) = self.slots.get(frame.index) else {
+            return Err(DspError::Backend(format!(
+                "chunk {chunk} landed in slot {}, which was not prepared",
+                frame.index
+            )));
+        };
+        let Some(st) = &g.streamed else {
+            // Whole frames only (chunk-streamed mode not set up).
+            return Ok(());
+        };
+        let chunks = st.chunks.len() + 1;
+        if chunk >= chunks {
+            return Err(DspError::Backend(format!(
+                "chunk {chunk} of frame {} in slot {}: a frame has {chunks} chunks",
+                frame.sequence, frame.index
+            )));
+        }
+        if self.streamed_frame.get() != Some(frame) {
+            // The first chunk of a new frame: x's rows of any earlier one
+            // (a frame that was never processed) no longer count.
+            self.streamed_frame.set(Some(frame));
+            self.streamed_mask.set(0);
+        }
+        let bit = 1u64 << chunk;
+        // The last chunk is the frame's completion: `process` follows at
+        // once and its finishing graph does that chunk's range work.
+        if chunk + 1 == chunks || self.streamed_mask.get() & bit != 0 {
+            return Ok(());
+        }
+        st.chunks[chunk]
+            .launch()
+            .map_err(cuda_err("graph launch (chunk)"))?;
+        self.streamed_mask.set(self.streamed_mask.get() | bit);
+        Ok(())
+    }
+
     fn process(&mut self, frame: FrameInput<'_>, out: &mut Detections) -> Result<(), DspError> {
         self.check_size(frame.bytes)?;
-        let in_slot = frame.slot.and_then(|i| {
+        let in_slot = frame.slot.and_then(|sf| {
             self.slots
-                .get(i)
+                .get(sf.index)
                 .filter(|g| g.host_ptr == frame.bytes.as_ptr() as usize)
+                .map(|g| (sf, g))
         });
-        let graph = match in_slot {
-            Some(g) => &g.graph,
+        match in_slot {
+            Some((sf, g)) => self.launch_in_slot(sf, g)?,
             None => {
+                self.forget_chunks();
                 let dst = self
                     .staging
                     .mapped
                     .as_mut()
                     .ok_or_else(|| DspError::Cuda("staging slot missing".to_string()))?;
                 dst.as_mut_slice()[..frame.bytes.len()].copy_from_slice(frame.bytes);
-                &self.staging.graph
+                self.staging
+                    .graph
+                    .launch()
+                    .map_err(cuda_err("graph launch"))?;
             }
-        };
-        graph.launch().map_err(cuda_err("graph launch"))?;
+        }
         self.wait()?;
         self.pipeline.read_detections(out);
         Ok(())

@@ -39,6 +39,9 @@ const CONVERT_UNROLL: usize = 4;
 const POWER_SPLIT: usize = 2;
 /// The most kernel arguments of any kernel in kernels.cu.
 const MAX_KERNEL_ARGS: usize = 12;
+/// Chunk-streamed mode is set up for frames of 2 to this many DMA chunks
+/// (a graph per chunk and slot; the landed chunks are a bit mask).
+pub const MAX_STREAMED_CHUNKS: usize = 64;
 
 /// Where step 7 over the detection cap (select_overflow) runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +161,19 @@ pub(super) struct OutHeader {
 /// Bytes of one `Candidate` in kernels.cu (u32, float, double, float[4]).
 const CANDIDATE_BYTES: usize = 32;
 
+/// The graphs of chunk-streamed mode for one ring slot.
+pub(super) struct ChunkGraphs {
+    /// `chunks[c]`: convert_window and the range FFT of chunk `c`, for
+    /// every chunk but the last.
+    pub chunks: Vec<CudaGraph>,
+    /// The last chunk's range work and the rest of the chain.
+    pub finish: CudaGraph,
+    /// Kernel nodes of one frame in this mode (every chunk graph and finish).
+    pub kernels: usize,
+    /// Kernel nodes of `finish`.
+    pub finish_kernels: usize,
+}
+
 /// A captured graph and the input buffer it reads.
 pub(super) struct SlotGraph {
     pub graph: CudaGraph,
@@ -167,6 +183,9 @@ pub(super) struct SlotGraph {
     pub host_ptr: usize,
     /// Kernel nodes in the graph.
     pub kernels: usize,
+    /// Chunk-streamed mode's graphs (ring slots only, when the geometry has
+    /// 2 to MAX_STREAMED_CHUNKS chunks).
+    pub streamed: Option<ChunkGraphs>,
     /// Buffers owned by this input (staging or resident), kept alive with it.
     pub mapped: Option<MappedHostBuffer>,
     pub _device: Option<DeviceBuffer>,
@@ -214,8 +233,34 @@ struct Buffers {
 
 struct Plans {
     range: FftPlan,
+    /// The range FFT of one DMA chunk's rows (chunk-streamed mode).
+    range_chunk: Option<FftPlan>,
     doppler: FftPlan,
     angle: FftPlan,
+}
+
+/// Stage events of an instrumented run: `mark` records the next one before
+/// each stage (and once after the last); nothing without events.
+struct Marks<'e> {
+    events: Option<&'e [CudaEvent]>,
+    next: usize,
+}
+
+impl<'e> Marks<'e> {
+    fn new(events: Option<&'e [CudaEvent]>) -> Self {
+        Marks { events, next: 0 }
+    }
+
+    fn mark(&mut self, stream: &CudaStream) -> Result<(), DspError> {
+        if let Some(ev) = self.events {
+            let e = ev
+                .get(self.next)
+                .ok_or_else(|| DspError::Cuda("too few timing events".to_string()))?;
+            e.record(stream).map_err(cuda_err("event record"))?;
+        }
+        self.next += 1;
+        Ok(())
+    }
 }
 
 pub(super) struct Pipeline {
@@ -228,6 +273,9 @@ pub(super) struct Pipeline {
     out: MappedHostBuffer,
     stream: Arc<CudaStream>,
     max_det: usize,
+    /// Range rows (chirp, RX) per DMA chunk when chunk-streamed mode is set
+    /// up (the geometry has 2 to MAX_STREAMED_CHUNKS chunks), else None.
+    chunk_rows: Option<usize>,
     range_bin_m: f64,
     velocity_bin_mps: f64,
     /// Programmatic dependent launches in use (resolved CudaOptions::pdl).
@@ -444,17 +492,33 @@ impl Pipeline {
         let n_s = to_i32(g.n_samples, "range FFT size")?;
         let n_l = to_i32(g.n_loops, "Doppler FFT size")?;
         let n_a = to_i32(cfg.chain.angle_fft_size, "angle FFT size")?;
+        // A DMA chunk is whole chirps (Geometry::validate), so its range
+        // rows are a contiguous block of x.
+        let chunk_rows = (2..=MAX_STREAMED_CHUNKS)
+            .contains(&g.chunks_per_frame)
+            .then(|| g.n_chirps() / g.chunks_per_frame * g.n_rx);
+        let range_layout = |rows: usize| -> Result<Layout, DspError> {
+            Ok(Layout {
+                n: n_s,
+                stride: 1,
+                dist: n_s,
+                batch: to_i32(rows, "range batch")?,
+            })
+        };
         let plans = Plans {
             range: FftPlan::new(
                 &stream,
-                Layout {
-                    n: n_s,
-                    stride: 1,
-                    dist: n_s,
-                    batch: to_i32(g.n_chirps() * g.n_rx, "range batch")?,
-                },
+                range_layout(g.n_chirps() * g.n_rx)?,
                 "cuFFT plan (range)",
             )?,
+            range_chunk: match chunk_rows {
+                Some(rows) => Some(FftPlan::new(
+                    &stream,
+                    range_layout(rows)?,
+                    "cuFFT plan (range, one chunk)",
+                )?),
+                None => None,
+            },
             // Over l with stride n_virtual * n_samples; one transform per
             // (virtual channel, range bin), adjacent in memory.
             doppler: FftPlan::new(
@@ -490,6 +554,7 @@ impl Pipeline {
             out,
             stream,
             max_det,
+            chunk_rows,
             pdl,
             select_at: opts.select,
             cfar_tile: opts.cfar_tile,
@@ -583,76 +648,104 @@ impl Pipeline {
     /// With `events`, record events[i] before stage i and the last after.
     fn enqueue(&self, input: u64, events: Option<&[CudaEvent]>) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
-        let s = &self.stream;
+        let mut marks = Marks::new(events);
+        self.enqueue_range(input, 0..g.n_chirps() * g.n_rx, &mut marks)?;
+        self.enqueue_tail(&mut marks)
+    }
+
+    /// Step 1 for range rows `rows` (row = chirp * N_RX + RX) of the frame
+    /// at `input`: convert_window and the range FFT, into the same rows of
+    /// x. The whole frame, or the rows of one DMA chunk.
+    fn enqueue_range(
+        &self,
+        input: u64,
+        rows: std::ops::Range<usize>,
+        marks: &mut Marks,
+    ) -> Result<(), DspError> {
+        let g = &self.cfg.geometry;
         let b = &self.bufs;
-        let mut stage = 0usize;
-        let mut mark = || -> Result<(), DspError> {
-            if let Some(ev) = events {
-                let e = ev
-                    .get(stage)
-                    .ok_or_else(|| DspError::Cuda("too few timing events".to_string()))?;
-                e.record(s).map_err(cuda_err("event record"))?;
+        let all_rows = g.n_chirps() * g.n_rx;
+        let plan = if rows == (0..all_rows) {
+            &self.plans.range
+        } else {
+            match (&self.plans.range_chunk, self.chunk_rows) {
+                (Some(p), Some(n)) if rows.len() == n && rows.start % n == 0 => p,
+                _ => {
+                    return Err(DspError::Cuda(format!(
+                        "range work for rows {rows:?}: not the frame, nor one chunk of it"
+                    )));
+                }
             }
-            stage += 1;
-            Ok(())
         };
-        let (x, pmap, cand, state) = (b.x.ptr(), b.pmap.ptr(), b.cand.ptr(), b.state.ptr());
-        let (keys, angle) = (b.keys.ptr(), b.angle.ptr());
-        let (w_range, w_dc, w_dl) = (
-            b.w_range.ptr(),
-            b.w_doppler_convert.ptr(),
-            b.w_doppler_clutter.ptr(),
-        );
-        let (alpha, n_eff, tdm) = (b.alpha.ptr(), b.n_eff.ptr(), b.tdm.ptr());
-        let blocks = |threads: usize, per: usize| threads.div_ceil(per) as u32;
-        let pdl = self.pdl;
         // The argument lists below match the kernel signatures in
         // kernels.cu; every pointer is a live allocation of the size the
         // kernel indexes (sized in `new` from the same config that
-        // generated the kernels' #defines).
-
-        mark()?;
-        let samples = g.n_chirps() * g.n_rx * g.n_samples;
-        let convert_grid = blocks(samples / 2, 256 * self.convert_unroll);
+        // generated the kernels' #defines), and the pair range lies in the
+        // frame.
+        marks.mark(&self.stream)?;
+        let pairs_per_row = g.n_samples / 2;
+        let (pair_begin, pair_end) = (rows.start * pairs_per_row, rows.end * pairs_per_row);
+        let convert_grid = (pair_end - pair_begin).div_ceil(256 * self.convert_unroll) as u32;
         self.launch(
             "launch convert_window",
             &self.kernels.convert,
             (convert_grid, 1),
             256,
-            &[input, x, w_range, w_dc, state],
+            &[
+                input,
+                b.x.ptr(),
+                b.w_range.ptr(),
+                b.w_doppler_convert.ptr(),
+                pair_begin as u64,
+                pair_end as u64,
+            ],
             false,
         )?;
+        marks.mark(&self.stream)?;
+        let x_rows = b.x.ptr() + (rows.start * g.n_samples * 8) as u64;
+        self.fft(plan, x_rows, x_rows)
+    }
 
-        mark()?;
-        self.fft(&self.plans.range, x, x)?;
+    /// Steps 2 to 10 on x (all range rows done): clutter removal, Doppler
+    /// FFT, power, CFAR and peaks, [selection], angle FFT, refine and output.
+    fn enqueue_tail(&self, marks: &mut Marks) -> Result<(), DspError> {
+        let g = &self.cfg.geometry;
+        let s = &self.stream;
+        let b = &self.bufs;
+        let (x, pmap, cand, state) = (b.x.ptr(), b.pmap.ptr(), b.cand.ptr(), b.state.ptr());
+        let (keys, angle) = (b.keys.ptr(), b.angle.ptr());
+        let (alpha, n_eff, tdm) = (b.alpha.ptr(), b.n_eff.ptr(), b.tdm.ptr());
+        let blocks = |threads: usize, per: usize| threads.div_ceil(per) as u32;
+        let pdl = self.pdl;
+        // Argument lists as in enqueue_range.
 
         if let Some(clutter) = &self.kernels.clutter {
-            mark()?;
+            marks.mark(s)?;
             let cols = g.n_virtual() * g.n_samples;
             self.launch(
                 "launch clutter_doppler_window",
                 clutter,
                 (blocks(cols, 256), 1),
                 256,
-                &[x, w_dl],
+                &[x, b.w_doppler_clutter.ptr()],
                 false,
             )?;
         }
-        mark()?;
+        marks.mark(s)?;
         self.fft(&self.plans.doppler, x, x)?;
 
-        mark()?;
+        marks.mark(s)?;
         let pairs = g.n_loops * g.n_samples / 2 * self.power_split;
         self.launch(
             "launch power_map",
             &self.kernels.power,
             (blocks(pairs, 256), 1),
             256,
-            &[x, pmap],
+            &[x, pmap, state],
             pdl,
         )?;
 
-        mark()?;
+        marks.mark(s)?;
         self.launch(
             "launch cfar_peaks",
             &self.kernels.cfar,
@@ -666,19 +759,18 @@ impl Pipeline {
         )?;
 
         if self.select_at == SelectAt::Kernel {
-            mark()?;
+            marks.mark(s)?;
             self.launch_select(pdl)?;
         }
-        mark()?;
+        marks.mark(s)?;
         self.fft(
             &self.plans.angle,
             self.bufs.angle.ptr(),
             self.bufs.spectra.ptr(),
         )?;
-        mark()?;
+        marks.mark(s)?;
         self.launch_refine(pdl)?;
-        mark()?;
-        Ok(())
+        marks.mark(s)
     }
 
     /// The tail again for a frame over the cap (SelectAt::HostFallback):
@@ -848,12 +940,14 @@ impl Pipeline {
             input: mapped.device_ptr(),
             host_ptr: mapped.host_ptr() as usize,
             kernels,
+            streamed: None,
             mapped: Some(mapped),
             _device: None,
         })
     }
 
-    /// A graph for a ring slot the caller owns (mapped pinned memory).
+    /// The graphs for a ring slot the caller owns (mapped pinned memory):
+    /// the whole chain, and chunk-streamed mode's when it is set up.
     pub fn slot_graph(&self, device_ptr: u64, host_ptr: usize) -> Result<SlotGraph, DspError> {
         let (graph, kernels) = self.capture(device_ptr)?;
         Ok(SlotGraph {
@@ -861,9 +955,44 @@ impl Pipeline {
             input: device_ptr,
             host_ptr,
             kernels,
+            streamed: self.chunk_graphs(device_ptr)?,
             mapped: None,
             _device: None,
         })
+    }
+
+    /// DMA chunks per frame when chunk-streamed mode is set up.
+    pub fn streamed_chunks(&self) -> Option<usize> {
+        self.chunk_rows.map(|_| self.cfg.geometry.chunks_per_frame)
+    }
+
+    /// Chunk-streamed mode's graphs for the frame at `input` (None when the
+    /// mode is not set up for this geometry).
+    fn chunk_graphs(&self, input: u64) -> Result<Option<ChunkGraphs>, DspError> {
+        let (Some(rows), Some(n)) = (self.chunk_rows, self.streamed_chunks()) else {
+            return Ok(None);
+        };
+        let mut chunks = Vec::with_capacity(n - 1);
+        let mut kernels = 0;
+        for c in 0..n - 1 {
+            let (g, k) = self.capture_with(|| {
+                self.enqueue_range(input, c * rows..(c + 1) * rows, &mut Marks::new(None))
+            })?;
+            chunks.push(g);
+            kernels += k;
+        }
+        let last = (n - 1) * rows..n * rows;
+        let (finish, k) = self.capture_with(|| {
+            let mut marks = Marks::new(None);
+            self.enqueue_range(input, last, &mut marks)?;
+            self.enqueue_tail(&mut marks)
+        })?;
+        Ok(Some(ChunkGraphs {
+            chunks,
+            finish,
+            kernels: kernels + k,
+            finish_kernels: k,
+        }))
     }
 
     /// A frame copied to device memory once, and its graph.
@@ -875,6 +1004,7 @@ impl Pipeline {
             input: dev.ptr(),
             host_ptr: 0,
             kernels,
+            streamed: None,
             mapped: None,
             _device: Some(dev),
         })
@@ -966,6 +1096,11 @@ impl Pipeline {
         t.sort_by(f64::total_cmp);
         let ms = t[t.len() / 2];
         Ok(2.0 * bytes as f64 / (ms * 1e-3) / 1e9)
+    }
+
+    /// The chain's stream.
+    pub fn stream(&self) -> Arc<CudaStream> {
+        self.stream.clone()
     }
 
     pub fn synchronize(&self) -> Result<(), DspError> {
