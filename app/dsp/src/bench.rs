@@ -7,6 +7,11 @@
 //!   on the host" (the `process` call: graph launch on the slot, stream
 //!   sync, detections copied out of mapped memory), host clock, per frame;
 //!   slots in mapped pinned memory for CUDA, plain memory for the CPU;
+//! - CUDA only, chunk-streamed mode (DESIGN.md section 3, what radard runs):
+//!   the same, with every chunk but the last handed to `chunk_landed`
+//!   before the frame completes (back to back: just before, their work
+//!   finished untimed; paced: evenly over the period, as the FPGA delivers
+//!   them), so the timed part is the last chunk's range work and the rest;
 //! - CUDA only: the same with the frames already resident in device memory,
 //!   the GPU time of one graph replay (events around the launch) for both
 //!   inputs, once as launched and once queued behind a gate kernel that
@@ -1073,6 +1078,64 @@ mod tests {
         assert_eq!(r.period_us, Some(period_us));
         assert!(r.end_to_end_paced_started_unix_s.unwrap_or(0.0) > 1.7e9);
         assert!(table(&r).contains("one frame every 3000 us (n=40)"));
+    }
+
+    /// Chunk-streamed pacing: before each frame, chunks 0..C-1 of that
+    /// frame (same slot and sequence), in order; paced, spread over the
+    /// period so the last lands one chunk period before the frame; back to
+    /// back, followed by a settle step. Only frames are timed.
+    #[test]
+    fn streamed_pacing_hands_over_the_chunks_before_each_frame() {
+        let expect = [0usize; 3];
+        let rot = Rotation {
+            expect: &expect,
+            warmup: 2,
+            frames: 6,
+        };
+        let period = Duration::from_millis(4);
+        for paced in [false, true] {
+            let pacing = Pacing {
+                period: paced.then_some(period),
+                wake: None,
+                chunks: Some(4),
+            };
+            let start = Instant::now();
+            let mut log: Vec<(char, usize, u64, usize, Duration)> = Vec::new();
+            let t = time_frames(&rot, pacing, "test", |step| {
+                let at = start.elapsed();
+                match step {
+                    Step::Chunk(f, c) => log.push(('c', f.index, f.sequence, c, at)),
+                    Step::Settle => log.push(('s', 0, 0, 0, at)),
+                    Step::Frame(f) => log.push(('f', f.index, f.sequence, 0, at)),
+                    Step::Wake => log.push(('w', 0, 0, 0, at)),
+                }
+                Ok(0)
+            })
+            .expect("timing loop");
+            assert_eq!(t.samples.len(), 6);
+            let per_frame = if paced { 4 } else { 5 };
+            assert_eq!(log.len(), 8 * per_frame, "paced {paced}: {log:?}");
+            for (k, steps) in log.chunks(per_frame).enumerate() {
+                let (slot, seq) = (k % 3, k as u64);
+                for (c, step) in steps[..3].iter().enumerate() {
+                    assert_eq!((step.0, step.1, step.2, step.3), ('c', slot, seq, c));
+                }
+                let last = steps[per_frame - 1];
+                assert_eq!((last.0, last.1, last.2), ('f', slot, seq));
+                if paced {
+                    // Frame k is due k periods after the start; chunk c
+                    // (3 - c) quarter periods before it.
+                    let due = period * k as u32;
+                    assert!(last.4 >= due, "frame {k} at {:?}, due {due:?}", last.4);
+                    for (c, step) in steps[..3].iter().enumerate() {
+                        let lands = due.saturating_sub(period * (3 - c as u32) / 4);
+                        assert!(step.4 >= lands, "chunk {c} of {k} early");
+                    }
+                } else {
+                    assert_eq!(steps[3].0, 's');
+                }
+            }
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use radar_dsp::backend::{Backend, FrameInput, SlotAddr, SlotFrame};
 use radar_dsp::config::ChainConfig;
 use radar_dsp::cpu::CpuBackend;
-use radar_dsp::cuda::{CudaBackend, CudaOptions, probe};
+use radar_dsp::cuda::{CudaBackend, CudaOptions, MappedHostBuffer, probe};
 use radar_dsp::detection::Detections;
 use radar_dsp::error::DspError;
 use radar_dsp::scene::{Scene, SceneGenerator, Target};
@@ -253,20 +253,57 @@ fn compare_with(
     worst.cut += u64::from(dc.cut);
 }
 
+/// A ring of `slots` mapped pinned slots of `gpu`'s context, each holding a
+/// random scene's frame (seeds from `seed`), and their addresses.
+fn mapped_ring(
+    cfg: &ChainConfig,
+    gpu: &CudaBackend,
+    rng: &mut ChaCha8Rng,
+    slots: usize,
+    seed: u64,
+) -> (Vec<MappedHostBuffer>, Vec<SlotAddr>) {
+    let fb = cfg.geometry.frame_bytes();
+    let ring: Vec<MappedHostBuffer> = (0..slots)
+        .map(|k| {
+            let scene = random_scene(cfg, rng, 10);
+            let mut buf = gpu.mapped_buffer(fb).expect("mapped buffer");
+            buf.as_mut_slice()[..fb].copy_from_slice(&frame(cfg, &scene, seed + k as u64));
+            buf
+        })
+        .collect();
+    let addrs = ring
+        .iter()
+        .map(|b| SlotAddr {
+            host_ptr: b.host_ptr() as usize,
+            device_ptr: Some(b.device_ptr()),
+            bytes: fb,
+        })
+        .collect();
+    (ring, addrs)
+}
+
+/// The second geometry of these tests: 2 TX x 4 RX x 128 loops x 128
+/// samples in 8 chunks, a narrower CFAR window and cap, clutter removal
+/// as asked.
+fn small_geometry(clutter_removal: bool) -> ChainConfig {
+    let mut cfg = ChainConfig::default();
+    cfg.geometry.n_tx = 2;
+    cfg.geometry.n_loops = 128;
+    cfg.geometry.n_samples = 128;
+    cfg.geometry.chunks_per_frame = 8;
+    cfg.cfar.train_range = 6;
+    cfg.chain.max_detections = 64;
+    cfg.chain.clutter_removal = clutter_removal;
+    cfg
+}
+
 #[test]
 fn random_scenes_match_the_cpu_reference() {
     if !cuda_or_skip("random_scenes_match_the_cpu_reference") {
         return;
     }
-    let mut custom = ChainConfig::default();
-    custom.geometry.n_tx = 2;
-    custom.geometry.n_loops = 128;
-    custom.geometry.n_samples = 128;
-    custom.geometry.chunks_per_frame = 8;
-    custom.cfar.train_range = 6;
-    custom.chain.max_detections = 64;
-    let mut clutter = custom.clone();
-    clutter.chain.clutter_removal = true;
+    let custom = small_geometry(false);
+    let clutter = small_geometry(true);
     let runs = [
         ("default", ChainConfig::default(), 200usize, 12usize),
         ("2tx-128x128", custom, 30, 20),
@@ -418,21 +455,7 @@ fn slots_staging_and_bad_input() {
     let fb = cfg.geometry.frame_bytes();
     let mut gpu = CudaBackend::new(&cfg).expect("cuda backend");
     let mut rng = ChaCha8Rng::seed_from_u64(9);
-    let mut ring = Vec::new();
-    for k in 0..3u64 {
-        let scene = random_scene(&cfg, &mut rng, 10);
-        let mut buf = gpu.mapped_buffer(fb).expect("mapped buffer");
-        buf.as_mut_slice()[..fb].copy_from_slice(&frame(&cfg, &scene, k));
-        ring.push(buf);
-    }
-    let addrs: Vec<SlotAddr> = ring
-        .iter()
-        .map(|b| SlotAddr {
-            host_ptr: b.host_ptr() as usize,
-            device_ptr: Some(b.device_ptr()),
-            bytes: fb,
-        })
-        .collect();
+    let (ring, addrs) = mapped_ring(&cfg, &gpu, &mut rng, 3, 0);
     gpu.prepare_slots(&addrs).expect("prepare slots");
     // Our four kernels (convert, power, CFAR, refine) plus cuFFT's for the
     // range-Doppler and angle transforms.
@@ -594,14 +617,7 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
     if !cuda_or_skip("chunk_streamed_frames_match_the_cpu_reference") {
         return;
     }
-    let mut clutter = ChainConfig::default();
-    clutter.geometry.n_tx = 2;
-    clutter.geometry.n_loops = 128;
-    clutter.geometry.n_samples = 128;
-    clutter.geometry.chunks_per_frame = 8;
-    clutter.cfar.train_range = 6;
-    clutter.chain.max_detections = 64;
-    clutter.chain.clutter_removal = true;
+    let clutter = small_geometry(true);
     let landings = [
         Landing::All,
         Landing::EveryOther,
@@ -621,21 +637,7 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
         let mut gpu = CudaBackend::new(&cfg).expect("cuda backend");
         let mut rng = ChaCha8Rng::seed_from_u64(0xc4u64 + chunks as u64);
         let slots = 4;
-        let mut ring = Vec::new();
-        for k in 0..slots {
-            let scene = random_scene(&cfg, &mut rng, 10);
-            let mut buf = gpu.mapped_buffer(fb).expect("mapped buffer");
-            buf.as_mut_slice()[..fb].copy_from_slice(&frame(&cfg, &scene, 900 + k as u64));
-            ring.push(buf);
-        }
-        let addrs: Vec<SlotAddr> = ring
-            .iter()
-            .map(|b| SlotAddr {
-                host_ptr: b.host_ptr() as usize,
-                device_ptr: Some(b.device_ptr()),
-                bytes: fb,
-            })
-            .collect();
+        let (mut ring, addrs) = mapped_ring(&cfg, &gpu, &mut rng, slots, 900);
         assert!(!gpu.streams_chunks(), "{name}: streams before slots exist");
         gpu.prepare_slots(&addrs).expect("prepare slots");
         assert!(gpu.streams_chunks(), "{name}: chunk streaming not set up");

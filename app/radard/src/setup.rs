@@ -218,3 +218,41 @@ pub fn open_backend(
     }
     Ok((sel, prepared))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use radar_dsp::CpuBackend;
+
+    /// The start-up log says whether chunks are streamed and why not: the
+    /// configuration, the chunk count, or a backend that takes whole frames.
+    #[test]
+    fn chunk_streaming_says_why_it_is_off() {
+        let mut cfg = RadardConfig::default();
+        cfg.geometry.n_loops = 32;
+        cfg.geometry.n_samples = 64;
+        cfg.cfar.train_range = 4;
+        let cpu = CpuBackend::with_threads(&cfg.chain_config(), 1).expect("cpu backend");
+        let (on, why) = chunk_streaming(&cfg, &cpu, true);
+        assert!(
+            !on && why.contains("cpu backend processes whole frames"),
+            "{why}"
+        );
+        cfg.backend.stream_chunks = false;
+        let (on, why) = chunk_streaming(&cfg, &cpu, true);
+        assert!(
+            !on && why.contains("backend.stream_chunks = false"),
+            "{why}"
+        );
+        cfg.backend.stream_chunks = true;
+        cfg.geometry.chunks_per_frame = 1;
+        let (on, why) = chunk_streaming(&cfg, &cpu, true);
+        assert!(!on && why.contains("needs 2 to 64"), "{why}");
+        // Chunk events are asked of the source only in chunk-streamed mode.
+        assert!(start_params(&cfg, true).chunk_events);
+        assert!(!start_params(&cfg, false).chunk_events);
+        let parsed = RadardConfig::parse("[backend]\nstream_chunks = false\n", "t").expect("parse");
+        assert!(!parsed.backend.stream_chunks);
+        assert!(RadardConfig::parse("[backend]\nstream_chunks = 3\n", "t").is_err());
+    }
+}
