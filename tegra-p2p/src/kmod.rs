@@ -433,11 +433,20 @@ impl KmodSource {
                 }))
             }
             FPGA_P2P_EV_CHUNK => {
+                let chunks = self.ring.slot_bytes() / self.chunk_bytes.max(1);
+                if ev.handle != self.handle
+                    || ev.slot >= self.ring.nr_slots()
+                    || ev.chunk as usize >= chunks
+                {
+                    return Err(self.dev.err(
+                        "WAIT (chunk event for a foreign slot or chunk)",
+                        Errno::EPROTO,
+                    ));
+                }
                 let offset = ev.chunk as usize * self.chunk_bytes;
                 let base = self.ring.slot_ptr(ev.slot).unwrap_or(std::ptr::null_mut());
                 Ok(Event::Chunk(ChunkEvent {
                     slot: ev.slot,
-                    sequence: ev.sequence,
                     chunk: ev.chunk,
                     offset,
                     host_ptr: base.wrapping_add(offset),

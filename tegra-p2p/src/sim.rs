@@ -456,7 +456,6 @@ impl FrameSource for SimSource {
                 let base = ring.slot_ptr(ev.slot).unwrap_or(std::ptr::null_mut());
                 Ok(Event::Chunk(ChunkEvent {
                     slot: ev.slot,
-                    sequence: ev.sequence,
                     chunk: ev.chunk,
                     offset,
                     host_ptr: base.wrapping_add(offset),
@@ -719,11 +718,11 @@ impl Producer {
                 inc(&c.chunks);
                 inc(&c.irqs);
                 if self.chunk_events {
+                    // As the card's: the frame's metadata (sequence,
+                    // timestamp) comes with its frame event only.
                     self.push(fpga_p2p_event {
                         type_: uapi::FPGA_P2P_EV_CHUNK,
                         slot,
-                        sequence: seq,
-                        timestamp_ns,
                         chunk: chunk as u32,
                         bytes: len as u32,
                         ..Default::default()

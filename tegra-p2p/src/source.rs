@@ -129,10 +129,14 @@ impl FrameMeta {
 /// A chunk of the frame being captured landed (chunk-streamed mode). The
 /// chunk's bytes stay valid until that frame's slot is released; they are
 /// exposed as addresses, since the frame itself is not delivered yet.
+///
+/// The chunk belongs to the next [`Event::Frame`] of its slot: events come
+/// in order, and a frame's chunk events come after the previous frame's
+/// event. There is no sequence number: the card reports a frame's sequence
+/// (with its CRC and drop count) only when the frame completes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkEvent {
     pub slot: u32,
-    pub sequence: u64,
     pub chunk: u32,
     /// Byte offset of the chunk in the slot.
     pub offset: usize,

@@ -12,13 +12,16 @@ pub struct SlotAddr {
     pub bytes: usize,
 }
 
-/// A frame in a prepared ring slot: the slot's index and the frame's
-/// sequence number (the source's), which together tell one capture into that
-/// slot from the next.
+/// A frame in a prepared ring slot: the slot's index, and which capture
+/// into that slot it is. `capture` is the caller's: the same value for a
+/// frame's chunk events and for the frame itself, another one for every
+/// other capture (radard numbers the frame events it receives; the source's
+/// sequence number cannot serve, as a frame's is known only when it
+/// completes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlotFrame {
     pub index: usize,
-    pub sequence: u64,
+    pub capture: u64,
 }
 
 /// One frame to process: the raw int16 I/Q bytes in the layout of
@@ -63,6 +66,12 @@ pub trait Backend {
     /// Run the whole chain on one frame. `out` is cleared and refilled; it
     /// never grows beyond `max_detections` (its capacity is reserved once).
     fn process(&mut self, frame: FrameInput<'_>, out: &mut Detections) -> Result<(), DspError>;
+
+    /// Frames processed so far whose work `chunk_landed` had started
+    /// (diagnostics: chunk-streamed mode is doing what it should).
+    fn frames_streamed(&self) -> u64 {
+        0
+    }
 
     /// The non-coherently integrated power map `P[d][r]` of the last
     /// processed frame, Doppler-major, fftshifted (`N_l * N_s` values).

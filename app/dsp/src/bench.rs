@@ -410,7 +410,7 @@ fn time_frames(
         let s = k % rot.expect.len();
         let this = SlotFrame {
             index: s,
-            sequence: k as u64,
+            capture: k as u64,
         };
         let chunks = pacing.chunks.unwrap_or(1);
         if let Some(p) = pacing.period {
@@ -668,7 +668,7 @@ fn first_counts(
         .map(|s| {
             let f = SlotFrame {
                 index: s,
-                sequence: s as u64,
+                capture: s as u64,
             };
             process_slot(backend, views, f, dets)
         })
@@ -760,6 +760,7 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
         // a second handle on the same stream, through the trait object.
         let stream_sync = backend.stream_synchronizer();
         let settle = move || stream_sync.synchronize();
+        let streamed_before = backend.frames_streamed();
         time_slots(
             opts,
             &mut report,
@@ -769,6 +770,16 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
             &mut dets,
             Some((chunks, &settle)),
         )?;
+        // Every frame of those loops must have finished from its chunks'
+        // work, or the figures would be whole frames under another name.
+        let loops = if opts.period().is_some() { 2 } else { 1 };
+        let want = (loops * (rot.warmup + rot.frames)) as u64;
+        let got = backend.frames_streamed() - streamed_before;
+        if got != want {
+            return Err(DspError::Backend(format!(
+                "chunk-streamed timing: {got} of {want} frames finished from their chunks' work"
+            )));
+        }
     }
 
     // Resident frames: launch, wait, read, host-timed.
@@ -1081,7 +1092,7 @@ mod tests {
     }
 
     /// Chunk-streamed pacing: before each frame, chunks 0..C-1 of that
-    /// frame (same slot and sequence), in order; paced, spread over the
+    /// frame (same slot and capture), in order; paced, spread over the
     /// period so the last lands one chunk period before the frame; back to
     /// back, followed by a settle step. Only frames are timed.
     #[test]
@@ -1104,9 +1115,9 @@ mod tests {
             let t = time_frames(&rot, pacing, "test", |step| {
                 let at = start.elapsed();
                 match step {
-                    Step::Chunk(f, c) => log.push(('c', f.index, f.sequence, c, at)),
+                    Step::Chunk(f, c) => log.push(('c', f.index, f.capture, c, at)),
                     Step::Settle => log.push(('s', 0, 0, 0, at)),
-                    Step::Frame(f) => log.push(('f', f.index, f.sequence, 0, at)),
+                    Step::Frame(f) => log.push(('f', f.index, f.capture, 0, at)),
                     Step::Wake => log.push(('w', 0, 0, 0, at)),
                 }
                 Ok(0)

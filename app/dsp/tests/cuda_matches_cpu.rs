@@ -470,7 +470,7 @@ fn slots_staging_and_bad_input() {
             );
             let in_slot = SlotFrame {
                 index: s,
-                sequence: (round * 3 + s) as u64,
+                capture: (round * 3 + s) as u64,
             };
             gpu.process(
                 FrameInput {
@@ -529,7 +529,7 @@ fn slots_staging_and_bad_input() {
                 bytes: &ring[s].as_slice()[..fb],
                 slot: Some(SlotFrame {
                     index: s,
-                    sequence: k as u64,
+                    capture: k as u64,
                 }),
             },
             &mut d,
@@ -618,6 +618,9 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
         return;
     }
     let clutter = small_geometry(true);
+    let mut cap = ChainConfig::default();
+    cap.chain.max_detections = 32;
+    cap.cfar.pfa = 1e-2;
     let landings = [
         Landing::All,
         Landing::EveryOther,
@@ -630,6 +633,7 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
     for (name, cfg, frames) in [
         ("default", ChainConfig::default(), 60usize),
         ("2tx-128x128-clutter", clutter, 24),
+        ("cap 32 pfa 1e-2", cap, 12),
     ] {
         let g = &cfg.geometry;
         let (fb, chunks, cb) = (g.frame_bytes(), g.chunks_per_frame, g.chunk_bytes());
@@ -659,20 +663,21 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
             let s = k % slots;
             let this = SlotFrame {
                 index: s,
-                sequence: 1000 + k as u64,
+                capture: 1000 + k as u64,
             };
             let scene = random_scene(&cfg, &mut rng, 12);
             let bytes = frame(&cfg, &scene, 2000 + k as u64);
             if let Landing::AfterAnAbandonedFrame = landing {
                 let other = frame(&cfg, &random_scene(&cfg, &mut rng, 12), 7000 + k as u64);
                 let abandoned = SlotFrame {
-                    sequence: this.sequence - 1,
+                    capture: this.capture - 1,
                     ..this
                 };
                 for c in 0..chunks {
                     ring[s].as_mut_slice()[c * cb..(c + 1) * cb]
                         .copy_from_slice(&other[c * cb..(c + 1) * cb]);
                     gpu.chunk_landed(abandoned, c).expect("chunk");
+                    gpu.synchronize().expect("chunk work done");
                 }
             }
             for c in 0..chunks {
@@ -690,13 +695,17 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
                 };
                 for _ in 0..times {
                     gpu.chunk_landed(this, c).expect("chunk");
+                    // Its work done before the next chunk's bytes arrive: a
+                    // graph that read past its chunk would read the older
+                    // frame's bytes, not (by luck of timing) this one's.
+                    gpu.synchronize().expect("chunk work done");
                 }
             }
             if let Landing::OvertakenByAnother = landing {
                 let o = (s + 1) % slots;
                 let other = SlotFrame {
                     index: o,
-                    sequence: 5000 + k as u64,
+                    capture: 5000 + k as u64,
                 };
                 let held = ring[o].as_slice()[..fb].to_vec();
                 compare_with(
@@ -717,6 +726,7 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
                     },
                 );
             }
+            let streamed_before = gpu.frames_streamed();
             compare_with(
                 &format!("{name} frame {k} ({landing:?})"),
                 &cfg,
@@ -734,9 +744,23 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
                     )
                 },
             );
+            // The path the landing calls for was taken: the frame finished
+            // from its chunks' work, or (nothing of it usable) whole.
+            let streamed = gpu.frames_streamed() - streamed_before;
+            let want = u64::from(matches!(
+                landing,
+                Landing::All | Landing::EveryOther | Landing::Twice
+            ));
+            assert_eq!(
+                streamed, want,
+                "{name} frame {k} ({landing:?}): streamed {streamed}"
+            );
         }
         println!("{name} chunk-streamed ({chunks} chunks): {worst:?}");
         assert!(worst.detections > frames, "{name}: too few detections");
+        if name.starts_with("cap") {
+            assert!(worst.cut > 0, "{name}: no frame went over the cap");
+        }
 
         // The streamed hot path allocates nothing once warm.
         let before = allocations();
@@ -744,7 +768,7 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
             let s = k as usize % slots;
             let this = SlotFrame {
                 index: s,
-                sequence: 10_000 + k,
+                capture: 10_000 + k,
             };
             for c in 0..chunks {
                 gpu.chunk_landed(this, c).expect("chunk");
@@ -768,7 +792,7 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
         let bad_chunk = gpu.chunk_landed(
             SlotFrame {
                 index: 0,
-                sequence: 1,
+                capture: 1,
             },
             chunks,
         );
@@ -779,7 +803,7 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
         let bad_slot = gpu.chunk_landed(
             SlotFrame {
                 index: slots,
-                sequence: 1,
+                capture: 1,
             },
             0,
         );

@@ -96,14 +96,18 @@ pub struct LoopContext<'q, 'a> {
     pub on_warm: &'a mut dyn FnMut(),
 }
 
-/// Waits for the next frame event. Chunk events before it go to the backend
-/// in chunk-streamed mode (its work for the chunk starts; nothing waits for
-/// it) and are passed over otherwise, as are transmit completions.
+/// Waits for the next frame event, the `capture`-th since the start. Chunk
+/// events before it are that frame's (events come in order): in
+/// chunk-streamed mode each goes to the backend as part of capture
+/// `capture` of its slot (its work starts; nothing waits for it), else they
+/// are passed over, as are transmit completions. A chunk event the backend
+/// refuses is counted, and the frame is processed whole.
 fn next_frame<'s, 'b>(
     src: &'s dyn FrameSource,
     mut backend: Option<&mut (dyn Backend + 'b)>,
     opts: &LoopOptions,
     live: &LiveStats,
+    capture: u64,
 ) -> Result<Frame<'s>, LoopError> {
     loop {
         match src.next_event(None)? {
@@ -112,10 +116,12 @@ fn next_frame<'s, 'b>(
                 if let Some(b) = backend.as_deref_mut().filter(|_| opts.chunk_streaming) {
                     let frame = SlotFrame {
                         index: c.slot as usize,
-                        sequence: c.sequence,
+                        capture,
                     };
-                    b.chunk_landed(frame, c.chunk as usize)?;
-                    LiveStats::add(&live.chunks_streamed, 1);
+                    match b.chunk_landed(frame, c.chunk as usize) {
+                        Ok(()) => LiveStats::add(&live.chunks_streamed, 1),
+                        Err(_) => LiveStats::add(&live.chunk_errors, 1),
+                    }
                 }
             }
             Event::TxDone { .. } => {}
@@ -148,7 +154,8 @@ pub fn run(
             (ctx.on_warm)();
         }
 
-        let frame = next_frame(src, backend.as_deref_mut(), opts, live)?;
+        // `count` numbers the frame events: it is this frame's capture.
+        let frame = next_frame(src, backend.as_deref_mut(), opts, live, count)?;
         let t0 = Instant::now();
         let meta = *frame.meta();
         let sequence_ok = sequence.observe(meta.sequence, meta.dropped).is_ok();
@@ -187,7 +194,7 @@ pub fn run(
                             bytes: frame.data(),
                             slot: opts.slots_prepared.then_some(SlotFrame {
                                 index: meta.slot as usize,
-                                sequence: meta.sequence,
+                                capture: count,
                             }),
                         };
                         b.process(input, dets)?;

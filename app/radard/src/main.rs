@@ -89,9 +89,12 @@ struct Summary {
     source: String,
     backend: String,
     backend_reason: String,
-    /// Chunk-streamed mode in use, and the chunk events handed to the backend.
+    /// Chunk-streamed mode in use, the chunk events handed to the backend
+    /// and those it refused, and the frames it finished from streamed work.
     chunk_streaming: bool,
     chunks_streamed: u64,
+    chunk_errors: u64,
+    frames_streamed: u64,
     content: String,
     end: String,
     frames: u64,
@@ -334,6 +337,8 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
         backend_reason,
         chunk_streaming,
         chunks_streamed: LiveStats::get(&live.chunks_streamed),
+        chunk_errors: LiveStats::get(&live.chunk_errors),
+        frames_streamed: selected.as_ref().map_or(0, |s| s.backend.frames_streamed()),
         content: format!("{:?}", cfg.source.content),
         end: end.clone(),
         frames: LiveStats::get(&live.frames),
@@ -374,8 +379,13 @@ fn print_summary(s: &Summary) {
     let _ = writeln!(out, "summary: {} ({} frames)", s.end, s.frames);
     let _ = writeln!(
         out,
-        "summary: source={} backend={} content={} chunk_streaming={} chunks_streamed={}",
-        s.source, s.backend, s.content, s.chunk_streaming, s.chunks_streamed
+        "summary: source={} backend={} content={}",
+        s.source, s.backend, s.content
+    );
+    let _ = writeln!(
+        out,
+        "summary: chunk_streaming={} chunks_streamed={} chunk_errors={} frames_streamed={}",
+        s.chunk_streaming, s.chunks_streamed, s.chunk_errors, s.frames_streamed
     );
     let _ = writeln!(
         out,

@@ -65,8 +65,10 @@ pub struct LiveStats {
     pub payload_errors: AtomicU64,
     pub sequence_errors: AtomicU64,
     pub short_frames: AtomicU64,
-    /// Chunk events handed to the backend (chunk-streamed mode).
+    /// Chunk events handed to the backend (chunk-streamed mode), and those
+    /// it refused (the frame is then processed whole).
     pub chunks_streamed: AtomicU64,
+    pub chunk_errors: AtomicU64,
     pub records_lost: AtomicU64,
     pub max_latency_ns: AtomicU64,
     pub last_latency_ns: AtomicU64,

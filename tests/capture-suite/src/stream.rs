@@ -1,10 +1,12 @@
 //! `stream`: the test pattern through the real kernel path, every byte of
 //! every frame verified, the CRC checked, the sequence continuous or
 //! explained by drops, the counters consistent, and the wait/release loop
-//! free of allocations.
+//! free of allocations; with chunk events on, every chunk announced in
+//! order before its frame, with its bytes final when announced.
 
 use std::time::Duration;
 
+use tegra_p2p::source::Event;
 use tegra_p2p::{FrameSource, SequenceTracker, StartParams};
 
 use crate::common::{self, Check, Ctx, Outcome, allocations, now_s};
@@ -41,6 +43,9 @@ pub struct Opts {
     /// Frames of the fault phase (the FPGA model's drop/short/corrupt knobs).
     #[arg(long, default_value_t = 600)]
     pub fault_frames: u64,
+    /// Frames of the chunk-event phase (small geometry, an event per chunk).
+    #[arg(long, default_value_t = 3000)]
+    pub chunk_event_frames: u64,
     /// The FPGA model's debugfs directory (fault knobs); the fault phase is
     /// skipped with a note when it is missing (a real card).
     #[arg(long, default_value = "/sys/kernel/debug/fpga_p2p_model/0")]
@@ -143,6 +148,94 @@ fn fault_phase(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
         .iter()
         .try_for_each(|k| knob(k, 0));
     r.and(reset)
+}
+
+/// Chunk events through the real kernel path (radard's chunk-streamed mode
+/// relies on them): for every frame, one event per chunk, in order, all of
+/// the slot of the frame event that follows them, each chunk's bytes final
+/// when its event arrives (copied then, checked against the frame's pattern
+/// once its sequence is known), and the loop free of allocations.
+fn chunk_event_phase(env: &Env, o: &Opts, out: &mut Outcome) -> Check<String> {
+    let (slot_bytes, chunk) = (o.small_slot_bytes, o.small_chunk_bytes);
+    let nchunks = (slot_bytes / chunk.max(1)) as u32;
+    let mut src = common::open_source(&env.device, o.slots, slot_bytes, chunk)?;
+    let sp = StartParams::test_pattern()
+        .with_chunk_period(Duration::from_nanos(o.small_chunk_period_ns.max(1)))
+        .with_event_timeout(Duration::from_secs(5))
+        .with_chunk_events();
+    src.start(&sp).ctx("start (chunk events)")?;
+    let mut t = SequenceTracker::new();
+    let mut landed = vec![0u8; slot_bytes];
+    let (mut next_chunk, mut chunk_slot) = (0u32, None);
+    let (mut frames, mut chunk_events) = (0u64, 0u64);
+    let mut allocs_before = 0;
+    while frames < o.chunk_event_frames {
+        if frames == 16 && next_chunk == 0 {
+            allocs_before = allocations();
+        }
+        match src.next_event(None).ctx("wait (chunk events)")? {
+            Event::Chunk(c) => {
+                ensure!(
+                    c.chunk == next_chunk,
+                    "chunk event {} where chunk {next_chunk} was due (frame after {frames})",
+                    c.chunk
+                );
+                ensure!(
+                    next_chunk == 0 || chunk_slot == Some(c.slot),
+                    "chunk {} in slot {}, the frame's earlier chunks in {chunk_slot:?}",
+                    c.chunk,
+                    c.slot
+                );
+                ensure!(
+                    c.offset == c.chunk as usize * chunk,
+                    "chunk {} at offset {}",
+                    c.chunk,
+                    c.offset
+                );
+                chunk_slot = Some(c.slot);
+                // SAFETY: the chunk landed and was synced for the CPU before
+                // its event; the engine writes only later chunks of the slot.
+                let bytes = unsafe { std::slice::from_raw_parts(c.host_ptr, chunk) };
+                landed[c.offset..c.offset + chunk].copy_from_slice(bytes);
+                next_chunk += 1;
+                chunk_events += 1;
+            }
+            Event::Frame(f) => {
+                ensure!(
+                    next_chunk == nchunks && chunk_slot == Some(f.slot()),
+                    "frame {} in slot {}: {next_chunk} of {nchunks} chunks announced, in slot {chunk_slot:?}",
+                    f.sequence(),
+                    f.slot()
+                );
+                common::verify_frame(&f, chunk, &mut t)?;
+                tegra_p2p::verify_test_pattern(&landed, f.sequence(), chunk).map_err(|m| {
+                    format!(
+                        "frame {}: a chunk's bytes when announced: {m}",
+                        f.sequence()
+                    )
+                })?;
+                next_chunk = 0;
+                frames += 1;
+            }
+            Event::TxDone { .. } => return Err("a transmit event without a transmit ring".into()),
+        }
+    }
+    let allocs = allocations() - allocs_before;
+    src.stop().ctx("stop")?;
+    ensure!(
+        allocs == 0,
+        "chunk events: {allocs} heap allocations in the event loop"
+    );
+    out.frames_verified += frames;
+    out.frames_dropped += t.dropped;
+    out.note("chunk_events", chunk_events);
+    eprintln!(
+        "chunk events: {frames} frames, {chunk_events} chunk events, each in order before its frame, bytes final when announced, {} dropped at the source",
+        t.dropped
+    );
+    Ok(format!(
+        "{frames} frames with chunk events: all {chunk_events} in order before their frame, each chunk's bytes final when announced"
+    ))
 }
 
 pub struct Phase {
@@ -259,6 +352,9 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
             p.slot_bytes >> 10,
             p.slot_bytes / p.chunk_bytes.max(1)
         ));
+    }
+    if o.chunk_event_frames > 0 {
+        summary.push(chunk_event_phase(env, o, out)?);
     }
     if o.fault_frames > 0 {
         if o.model_debugfs.is_dir() {

@@ -119,6 +119,8 @@ pub struct CudaBackend {
     /// that writes x forgets it.
     streamed_frame: Cell<Option<SlotFrame>>,
     streamed_mask: Cell<u64>,
+    /// Frames finished with work chunk_landed had started.
+    frames_streamed: Cell<u64>,
 }
 
 /// Waits for a backend's stream (see [`CudaBackend::stream_synchronizer`]).
@@ -193,6 +195,7 @@ impl CudaBackend {
             frame_bytes,
             streamed_frame: Cell::new(None),
             streamed_mask: Cell::new(0),
+            frames_streamed: Cell::new(0),
         };
         backend
             .staging
@@ -275,6 +278,7 @@ impl CudaBackend {
         self.forget_chunks();
         match &g.streamed {
             Some(st) if landed != 0 => {
+                self.frames_streamed.set(self.frames_streamed.get() + 1);
                 for (c, chunk) in st.chunks.iter().enumerate() {
                     if landed & (1u64 << c) == 0 {
                         chunk.launch().map_err(cuda_err("graph launch (chunk)"))?;
@@ -297,17 +301,9 @@ impl CudaBackend {
         Ok(self.resident.len() - 1)
     }
 
-    /// Launch the work of `frame`, complete in its prepared slot (what
-    /// chunk_landed started is not done again); pair with [`Self::wait`]
-    /// and [`Self::read_detections`].
-    pub fn launch_slot(&self, frame: SlotFrame) -> Result<(), DspError> {
-        let g = self
-            .slots
-            .get(frame.index)
-            .ok_or_else(|| DspError::Cuda(format!("slot {} was not prepared", frame.index)))?;
-        self.launch_in_slot(frame, g)
-    }
-
+    /// Launch the graph of resident frame `index`; pair with [`Self::wait`]
+    /// (before any other call: x holds this frame until then) and
+    /// [`Self::read_detections`].
     pub fn launch_resident(&self, index: usize) -> Result<(), DspError> {
         let g = self
             .resident
@@ -461,12 +457,18 @@ impl Backend for CudaBackend {
             }
             graphs.push(self.pipeline.slot_graph(dptr, s.host_ptr)?);
         }
+        // Chunk work in x belonged to the old slots' frames.
+        self.forget_chunks();
         self.slots = graphs;
         Ok(())
     }
 
     fn streams_chunks(&self) -> bool {
         self.streamed_chunks().is_some()
+    }
+
+    fn frames_streamed(&self) -> u64 {
+        self.frames_streamed.get()
     }
 
     fn chunk_landed(&mut self, frame: SlotFrame, chunk: usize) -> Result<(), DspError> {
@@ -483,8 +485,8 @@ impl Backend for CudaBackend {
         let chunks = st.chunks.len() + 1;
         if chunk >= chunks {
             return Err(DspError::Backend(format!(
-                "chunk {chunk} of frame {} in slot {}: a frame has {chunks} chunks",
-                frame.sequence, frame.index
+                "chunk {chunk} of capture {} in slot {}: a frame has {chunks} chunks",
+                frame.capture, frame.index
             )));
         }
         if self.streamed_frame.get() != Some(frame) {
