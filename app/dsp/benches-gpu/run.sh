@@ -62,11 +62,15 @@ if [ "${RADARD_FRAMES:-0}" -gt 0 ]; then
     echo "radard rc=$?" | tee -a "$LOG/radard-$mode.log"
     grep -E "^radard: (backend|chunk)|^summary" "$LOG/radard-$mode.log"
     python3 "$B/radard_targets.py" "$LOG/radard-$mode.log" "$RADARD_FRAMES"
-    python3 -c 'import json,sys
-s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); streamed = sys.argv[3] == "streamed"
-ok = s["frames_streamed"] >= n - 1 if streamed else s["frames_streamed"] == 0
-print(f"{\"PASS\" if ok else \"FAIL\"}: {s[\"frames_streamed\"]} of {n} frames finished from streamed chunks, {s[\"chunk_errors\"]} chunk errors")' \
-      "$LOG/radard-$mode.json" "$RADARD_FRAMES" "$mode"
+    python3 - "$LOG/radard-$mode.json" "$RADARD_FRAMES" "$mode" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+n, streamed = int(sys.argv[2]), sys.argv[3] == "streamed"
+got = s["frames_streamed"]
+ok = got >= n - 1 if streamed else got == 0
+verdict = "PASS" if ok else "FAIL"
+print(f"{verdict}: {got} of {n} frames finished from streamed chunks, {s['chunk_errors']} chunk errors")
+PY
   done
 fi
 bench() { # name, bundle dir, options, extra args...
