@@ -455,26 +455,28 @@ fn time_frames(
 }
 
 /// Waits until the work started for the landed chunks is done (`Step::Settle`).
-type Settle<'a> = &'a dyn Fn() -> Result<(), DspError>;
+type Settle<B> = fn(&B) -> Result<(), DspError>;
 
 /// `process` on the slots, back to back and, with `--period-us`, paced;
-/// whole frames, or with `streamed` (CUDA: its stream synchronisation)
-/// chunk-streamed; into the report.
-fn time_slots(
+/// whole frames, or with `streamed` (chunks per frame, and what waits for
+/// the landed chunks' work: `Step::Settle`) chunk-streamed; into the report.
+fn time_slots<B: Backend>(
     opts: &BenchOptions,
     report: &mut BenchReport,
-    backend: &mut dyn Backend,
+    backend: &mut B,
     slots: &[&[u8]],
     rot: &Rotation,
     dets: &mut Detections,
-    streamed: Option<(usize, Settle<'_>)>,
+    streamed: Option<(usize, Settle<B>)>,
 ) -> Result<(), DspError> {
     let chunks = streamed.map(|(c, _)| c);
     let mut frame = |step: Step| -> Result<usize, DspError> {
         match step {
             Step::Wake => Ok(0),
             Step::Chunk(f, c) => backend.chunk_landed(f, c).map(|()| 0),
-            Step::Settle => streamed.map_or(Ok(()), |(_, settle)| settle()).map(|()| 0),
+            Step::Settle => streamed
+                .map_or(Ok(()), |(_, settle)| settle(backend))
+                .map(|()| 0),
             Step::Frame(f) => process_slot(backend, slots, f, dets),
         }
     };
@@ -756,10 +758,6 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
             report.kernels_per_streamed_frame = Some(all);
             report.kernels_after_frame_complete = Some(finish);
         }
-        // Borrowed by the closure while `time_slots` drives the backend:
-        // a second handle on the same stream, through the trait object.
-        let stream_sync = backend.stream_synchronizer();
-        let settle = move || stream_sync.synchronize();
         let streamed_before = backend.frames_streamed();
         time_slots(
             opts,
@@ -768,7 +766,7 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
             &views,
             &rot,
             &mut dets,
-            Some((chunks, &settle)),
+            Some((chunks, CudaBackend::synchronize)),
         )?;
         // Every frame of those loops must have finished from its chunks'
         // work, or the figures would be whole frames under another name.

@@ -683,15 +683,11 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
             for c in 0..chunks {
                 ring[s].as_mut_slice()[c * cb..(c + 1) * cb]
                     .copy_from_slice(&bytes[c * cb..(c + 1) * cb]);
-                let lands = match landing {
-                    Landing::All | Landing::Twice | Landing::OvertakenByAnother => 1,
+                let times = match landing {
+                    Landing::All | Landing::OvertakenByAnother => 1,
+                    Landing::Twice => 2,
                     Landing::EveryOther => usize::from(c % 2 == 0),
                     Landing::None | Landing::AfterAnAbandonedFrame => 0,
-                };
-                let times = if let Landing::Twice = landing {
-                    2
-                } else {
-                    lands
                 };
                 for _ in 0..times {
                     gpu.chunk_landed(this, c).expect("chunk");

@@ -239,7 +239,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
         );
         let (sel, prepared) = setup::open_backend(cfg, &source).map_err(|e| e.to_string())?;
         println!("radard: backend {}: {}", sel.backend.name(), sel.reason);
-        let (on, why) = setup::chunk_streaming(cfg, sel.backend.as_ref(), prepared);
+        let (on, why) = setup::chunk_streaming(cfg, sel.backend.as_ref());
         println!("radard: chunk streaming {why}");
         slots_prepared = prepared;
         chunk_streaming = on;

@@ -162,17 +162,13 @@ pub fn start_params(cfg: &RadardConfig, chunk_events: bool) -> StartParams {
 
 /// Whether the loop streams chunks to the backend (chunk-streamed mode),
 /// and why, for the start-up log: the configuration asks for it, and the
-/// backend starts work per chunk in the slots it prepared (CUDA).
-pub fn chunk_streaming(
-    cfg: &RadardConfig,
-    backend: &dyn Backend,
-    slots_prepared: bool,
-) -> (bool, String) {
+/// backend starts work per chunk (CUDA, once it prepared the ring's slots).
+pub fn chunk_streaming(cfg: &RadardConfig, backend: &dyn Backend) -> (bool, String) {
     let chunks = cfg.geometry.chunks_per_frame;
     let max = radar_dsp::cuda::MAX_STREAMED_CHUNKS;
     if !cfg.backend.stream_chunks {
         (false, "off (backend.stream_chunks = false)".into())
-    } else if slots_prepared && backend.streams_chunks() {
+    } else if backend.streams_chunks() {
         (
             true,
             format!("on ({chunks} chunks per frame: each chunk's range work starts as it lands)"),
@@ -233,20 +229,20 @@ mod tests {
         cfg.geometry.n_samples = 64;
         cfg.cfar.train_range = 4;
         let cpu = CpuBackend::with_threads(&cfg.chain_config(), 1).expect("cpu backend");
-        let (on, why) = chunk_streaming(&cfg, &cpu, true);
+        let (on, why) = chunk_streaming(&cfg, &cpu);
         assert!(
             !on && why.contains("cpu backend processes whole frames"),
             "{why}"
         );
         cfg.backend.stream_chunks = false;
-        let (on, why) = chunk_streaming(&cfg, &cpu, true);
+        let (on, why) = chunk_streaming(&cfg, &cpu);
         assert!(
             !on && why.contains("backend.stream_chunks = false"),
             "{why}"
         );
         cfg.backend.stream_chunks = true;
         cfg.geometry.chunks_per_frame = 1;
-        let (on, why) = chunk_streaming(&cfg, &cpu, true);
+        let (on, why) = chunk_streaming(&cfg, &cpu);
         assert!(!on && why.contains("needs 2 to 64"), "{why}");
         // Chunk events are asked of the source only in chunk-streamed mode.
         assert!(start_params(&cfg, true).chunk_events);

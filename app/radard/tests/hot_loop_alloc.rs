@@ -113,8 +113,7 @@ fn run_case(case: &Case) -> Outcome {
         setup::load_scene(&cfg, &mut source).expect("scene");
         let (sel, prepared) = setup::open_backend(&cfg, &source).expect("backend");
         slots_prepared = prepared;
-        chunk_streaming =
-            case.chunk_events && setup::chunk_streaming(&cfg, sel.backend.as_ref(), prepared).0;
+        chunk_streaming = case.chunk_events && setup::chunk_streaming(&cfg, sel.backend.as_ref()).0;
         backend = Some(sel);
     }
     source

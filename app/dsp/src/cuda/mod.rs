@@ -123,15 +123,6 @@ pub struct CudaBackend {
     frames_streamed: Cell<u64>,
 }
 
-/// Waits for a backend's stream (see [`CudaBackend::stream_synchronizer`]).
-pub struct StreamSync(Arc<cudarc::driver::CudaStream>);
-
-impl StreamSync {
-    pub fn synchronize(&self) -> Result<(), DspError> {
-        self.0.synchronize().map_err(cuda_err("stream synchronize"))
-    }
-}
-
 /// Which graphs [`CudaBackend::graph_gpu_times`] times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GraphSet {
@@ -252,12 +243,6 @@ impl CudaBackend {
     /// not taken): benchmarks wait here for chunk work they do not time.
     pub fn synchronize(&self) -> Result<(), DspError> {
         self.pipeline.synchronize()
-    }
-
-    /// A handle that waits for this backend's stream, usable while the
-    /// backend itself is borrowed elsewhere (benchmarks).
-    pub fn stream_synchronizer(&self) -> StreamSync {
-        StreamSync(self.pipeline.stream())
     }
 
     /// x is about to be overwritten by other work: no chunk's range work

@@ -1098,11 +1098,6 @@ impl Pipeline {
         Ok(2.0 * bytes as f64 / (ms * 1e-3) / 1e9)
     }
 
-    /// The chain's stream.
-    pub fn stream(&self) -> Arc<CudaStream> {
-        self.stream.clone()
-    }
-
     pub fn synchronize(&self) -> Result<(), DspError> {
         self.stream
             .synchronize()
