@@ -27,6 +27,11 @@ key=$({
 out="$RADAR_KERNEL_CACHE/debug-$key"
 stamp="$out/.radar-complete"
 
+# One build at a time: a second caller waits here, then finds the stamp.
+mkdir -p "$RADAR_KERNEL_CACHE"
+exec 9>"$RADAR_KERNEL_CACHE/.debug-build.lock"
+flock 9
+
 if [ "$force" -eq 0 ] && [ -f "$stamp" ]; then
 	log "using cached debug kernel $out"
 	printf '%s\n' "$out"
