@@ -32,7 +32,9 @@
  * "remove" (write an id: tear that device down, even with files open), and
  * per device N/: drop_every, short_every, corrupt_every (fault injection, 0 =
  * off), c2h_error and h2c_error (write 1: the next descriptor fails with a
- * descriptor error), stats.
+ * descriptor error), stats, detections (the last detection record received
+ * on the transmit channel, as received: what the card would forward on its
+ * host link; a test decodes it).
  */
 #define pr_fmt(fmt) "fpga_p2p model: " fmt
 
@@ -57,6 +59,7 @@
 #define FP_MODEL_TAG_DEPTH		64
 #define FP_MODEL_PB_FRAMES		8
 #define FP_MODEL_PB_FRAME_BYTES		(4U << 20)
+#define FP_MODEL_DET_BYTES		(64U << 10)	/* detection list memory */
 #define FP_MODEL_MAX_FRAME_BYTES	(64U << 20)
 #define FP_MODEL_XDMA_VERSION		0x06	/* identifier bits 7:0 */
 /* The model resynchronises its clock rather than lag more than this. */
@@ -177,6 +180,15 @@ struct fp_model {
 
 	void *pb[FP_MODEL_PB_FRAMES];	/* playback memory, lazily */
 	u32 pb_len[FP_MODEL_PB_FRAMES];
+
+	/*
+	 * Detection list memory: det_rx fills as a FPGA_P2P_TX_DETECTIONS
+	 * packet arrives, det_last holds the last complete one (under lock).
+	 */
+	u8 *det_rx;
+	u8 *det_last;
+	u32 det_last_len;
+	u32 det_records;
 
 	/* Fault injection (debugfs). */
 	u32 drop_every;
@@ -1225,7 +1237,10 @@ static bool fp_model_h2c_step(struct fp_model *m)
 	ch->busy = true;
 	spin_unlock_irqrestore(&m->lock, flags);
 
-	if (target == FPGA_P2P_TX_PLAYBACK && index < FP_MODEL_PB_FRAMES) {
+	if (target == FPGA_P2P_TX_DETECTIONS) {
+		f.pb = m->det_rx;
+		f.pb_len = FP_MODEL_DET_BYTES;
+	} else if (target == FPGA_P2P_TX_PLAYBACK && index < FP_MODEL_PB_FRAMES) {
 		/* Playback memory comes on first use; capture reads it. */
 		f.pb = READ_ONCE(m->pb[index]);
 		if (!f.pb) {
@@ -1259,10 +1274,17 @@ static bool fp_model_h2c_step(struct fp_model *m)
 		if (m->pkt_got != m->pkt_expect ||
 		    (target == FPGA_P2P_TX_PLAYBACK &&
 		     (index >= FP_MODEL_PB_FRAMES ||
-		      m->pkt_got > FP_MODEL_PB_FRAME_BYTES)))
+		      m->pkt_got > FP_MODEL_PB_FRAME_BYTES)) ||
+		    (target == FPGA_P2P_TX_DETECTIONS &&
+		     m->pkt_got > FP_MODEL_DET_BYTES)) {
 			m->h2c_errors++;
-		else if (target == FPGA_P2P_TX_PLAYBACK)
+		} else if (target == FPGA_P2P_TX_PLAYBACK) {
 			m->pb_len[index] = m->pkt_got;
+		} else if (target == FPGA_P2P_TX_DETECTIONS) {
+			memcpy(m->det_last, m->det_rx, m->pkt_got);
+			m->det_last_len = m->pkt_got;
+			m->det_records++;
+		}
 	}
 	fp_model_desc_done(m, ch, false, false);
 out:
@@ -1343,10 +1365,43 @@ static int fp_model_stats_show(struct seq_file *sf, void *unused)
 		   FIELD_GET(FP_TAG_INDEX, m->h2c_last_tag));
 	seq_printf(sf, "h2c_last_bytes %u\n", m->h2c_last_bytes);
 	seq_printf(sf, "h2c_last_crc 0x%08x\n", m->h2c_last_crc);
+	seq_printf(sf, "detection_records %u\n", m->det_records);
+	seq_printf(sf, "detection_last_bytes %u\n", m->det_last_len);
 	spin_unlock_irqrestore(&m->lock, flags);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(fp_model_stats);
+
+/* The last detection record, a consistent copy taken under the lock. */
+static ssize_t fp_model_detections_read(struct file *file, char __user *ubuf,
+					size_t count, loff_t *ppos)
+{
+	struct fp_model *m = file->private_data;
+	unsigned long flags;
+	ssize_t ret;
+	u8 *copy;
+	u32 len;
+
+	if (!m->det_last)
+		return 0;
+	copy = kvmalloc(FP_MODEL_DET_BYTES, GFP_KERNEL);
+	if (!copy)
+		return -ENOMEM;
+	spin_lock_irqsave(&m->lock, flags);
+	len = m->det_last_len;
+	memcpy(copy, m->det_last, len);
+	spin_unlock_irqrestore(&m->lock, flags);
+	ret = simple_read_from_buffer(ubuf, count, ppos, copy, len);
+	kvfree(copy);
+	return ret;
+}
+
+static const struct file_operations fp_model_detections_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.read = fp_model_detections_read,
+	.llseek = default_llseek,
+};
 
 static ssize_t fp_model_inject_write(struct file *file, const char __user *buf,
 				     size_t len, loff_t *ppos)
@@ -1384,6 +1439,8 @@ static void fp_model_free(struct fp_model *m)
 		irq_free_descs(m->irq, 1);
 	for (i = 0; i < FP_MODEL_PB_FRAMES; i++)
 		vfree(m->pb[i]);
+	vfree(m->det_rx);
+	vfree(m->det_last);
 	if (m->pdev)
 		platform_device_unregister(m->pdev);
 	kfree(m);
@@ -1401,6 +1458,12 @@ static struct fp_model *fp_model_create(void)
 	spin_lock_init(&m->lock);
 	m->irq_work = IRQ_WORK_INIT_HARD(fp_model_irq_work);
 	m->id = fp_model_next_id++;
+	m->det_rx = vzalloc(FP_MODEL_DET_BYTES);
+	m->det_last = vzalloc(FP_MODEL_DET_BYTES);
+	if (!m->det_rx || !m->det_last) {
+		ret = -ENOMEM;
+		goto fail;
+	}
 
 	m->pdev = platform_device_register_simple("fpga_p2p_model", m->id,
 						  NULL, 0);
@@ -1456,6 +1519,8 @@ static struct fp_model *fp_model_create(void)
 	debugfs_create_file("h2c_error", 0200, m->dbg, &m->h2c,
 			    &fp_model_inject_fops);
 	debugfs_create_file("stats", 0444, m->dbg, m, &fp_model_stats_fops);
+	debugfs_create_file("detections", 0444, m->dbg, m,
+			    &fp_model_detections_fops);
 	return m;
 
 fail:
