@@ -439,9 +439,11 @@ pub fn open_reader(cfg: &TelemetryConfig) -> (Box<dyn Reader>, String) {
 /// the loop. Best effort: without the privilege to change it, the thread
 /// keeps what it has (it sleeps almost all the time).
 fn become_normal_priority() {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: plain syscalls on the calling thread with local arguments.
+    // SAFETY: plain syscalls on the calling thread with local arguments;
+    // sched_param and cpu_set_t are plain integers, all-zero is valid
+    // (priority 0 for SCHED_OTHER; musl's sched_param has more fields).
     unsafe {
+        let param: libc::sched_param = std::mem::zeroed();
         libc::sched_setscheduler(0, libc::SCHED_OTHER, &param);
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         let cpus = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).clamp(1, 1024) as usize;
