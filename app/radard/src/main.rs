@@ -387,7 +387,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
     let (producer, consumer) = queue.split();
     // The loop runs on this thread: its CPU clock is read by the status thread.
     let cpu_clock = ThreadCpuClock::of_current_thread();
-    let mut supervisor = Supervisor::new(&board, cfg.health.clone(), cpu_clock, 1000);
+    let mut supervisor = Supervisor::new(&board, cfg.health.clone(), cpu_clock, 10_000);
     if let Some(w) = supervisor.watchdog() {
         println!(
             "radard: systemd watchdog every {:.1} s (pinged while frames flow and deadlines hold)",
