@@ -430,6 +430,7 @@ pub fn run(
             }
             let late = period_ns > 0 && finished > due;
             rec.latency_ns = processing;
+            rec.delivery_ns = t_event.saturating_sub(captured);
             rec.deadline_missed = late;
             ctx.latencies.push(latency, processing);
             snap.latency_hist[latency_bin(latency)] += 1;

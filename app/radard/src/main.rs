@@ -56,6 +56,9 @@ struct Cli {
     /// Chunk period in microseconds (16 chunks per frame; 0 = as fast as possible, simulator only).
     #[arg(long)]
     chunk_period_us: Option<u32>,
+    /// Chunk period in nanoseconds (overrides --chunk-period-us; 62500 = 1 ms frames).
+    #[arg(long)]
+    chunk_period_ns: Option<u64>,
     /// Print a frame line every N frames (0: status lines only).
     #[arg(long)]
     print_every: Option<u32>,
@@ -220,6 +223,10 @@ fn load_config(cli: &Cli) -> Result<RadardConfig, String> {
     }
     if let Some(p) = cli.chunk_period_us {
         cfg.source.chunk_period_us = p;
+        cfg.source.chunk_period_ns = None;
+    }
+    if let Some(p) = cli.chunk_period_ns {
+        cfg.source.chunk_period_ns = Some(p);
     }
     if let Some(p) = cli.print_every {
         cfg.output.print_every = p;
@@ -409,7 +416,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         source.as_dyn().name(),
         cfg.frame_period()
             .map_or("as fast as possible".to_string(), |p| format!(
-                "{:.1} ms",
+                "{:.3} ms",
                 p.as_secs_f64() * 1e3
             )),
     );
