@@ -14,7 +14,10 @@ pub mod recording;
 pub mod replay;
 pub mod report;
 pub mod rt;
+pub mod service;
 pub mod setup;
+pub mod sinks;
+pub mod status;
 pub mod telemetry;
 
 pub use config::RadardConfig;

@@ -289,6 +289,8 @@ chunks_per_frame = 4
 [cfar]
 train_doppler = 2
 train_range = 4
+[output]
+status_interval_ms = 100
 [telemetry]
 reader = "sysfs"
 sysfs_root = "{}"
@@ -324,6 +326,16 @@ interval_ms = 50
         text.contains("telemetry: Jetson sysfs under")
             && text.contains("thermal_zone1, sys/class/devfreq/17000000.gpu"),
         "{text}"
+    );
+    // Each status line is followed by the telemetry's.
+    let lines: Vec<&str> = text.lines().collect();
+    let shown = lines.windows(2).any(|w| {
+        w[0].starts_with("status frames=")
+            && w[1].starts_with("status gpu[sysfs] temp=47.5C sm=1300MHz")
+    });
+    assert!(
+        shown,
+        "a status gpu[sysfs] line after a status line:\n{text}"
     );
     assert!(
         text.contains("summary: telemetry gpu[sysfs] temp=47.5C sm=1300MHz min=306MHz max=1300MHz governor=nvhost_podgov load=37.5% throttle=absent(not reported)"),
