@@ -1,7 +1,8 @@
 #!/bin/bash
 # Build the CUDA backend's device bundle on the development machine: the
 # radar-dsp binary, the cuda-vs-cpu test binary, the library's unit tests,
-# radard and its hot-loop allocation test, and run.sh, stripped, into DEST
+# radard and its hot-loop allocation test, run.sh and radard's gpu-run.sh
+# (with gpu-run.toml), stripped, into DEST
 # (default: .device-bin/cuda in the repo).
 # The GPU machine has no cargo; carry DEST there and run DEST/run.sh.
 set -euo pipefail
@@ -27,6 +28,8 @@ cp "$(exe hot_loop_alloc test radard)" "$DEST/radard_hot_loop_alloc"
 strip "$DEST/radar-dsp" "$DEST/cuda_matches_cpu" "$DEST/radar_dsp_unit" "$DEST/radard" "$DEST/radard_hot_loop_alloc"
 cp "$(dirname "$0")/run.sh" "$(dirname "$0")/ncu_table.py" "$(dirname "$0")/tail.py" "$(dirname "$0")/correlate.py" "$DEST/"
 cp tests/radard_targets.py "$DEST/"
+# radard's own GPU-machine runs (8 ms and 1 ms frames): DEST/gpu-run.sh.
+cp app/radard/gpu-run.sh app/radard/gpu-run.toml "$DEST/"
 # Optional: cubins of the default configuration's kernels for run.sh to
 # disassemble there (cuobjdump), when NVRTC and ptxas are at hand here
 # (CUDA_TOOLS: a pip nvidia-cuda-nvrtc-cu12 / nvidia-cuda-nvcc-cu12 tree).
