@@ -18,7 +18,9 @@ use radard::config::{Content, LoopPolicy, RadardConfig, ReplayRate, SinkConfig, 
 use radard::frame_loop::{self, FpgaSink, LatencyLog, LoopContext, LoopEnd, LoopOptions};
 use radard::report::{LogQueue, run_printer};
 use radard::service::{Supervisor, ThreadCpuClock, rss_kib};
-use radard::sinks::{DetectionFeed, Sink, create_sinks, fpga_record_bytes, run_writer};
+use radard::sinks::{
+    DetectionFeed, Sink, create_sinks, decode_fpga_record, fpga_record_bytes, run_writer,
+};
 use radard::status::{DropReason, PowerMapSnapshot, StatusBoard};
 use radard::telemetry::{self, TelemetryCell};
 use radard::{rt, setup};
@@ -109,6 +111,14 @@ enum Command {
         /// period: one frame per frame period; max: as fast as possible.
         #[arg(long, default_value = "period")]
         rate: ReplayRate,
+    },
+    /// Decode a detections record as the `fpga` sink sends it
+    /// (board/fpga/detections-record.md) and print it as a detections line
+    /// (docs/detections-format.md; latency_ns null).
+    DecodeRecord {
+        /// The record's bytes (e.g. a copy of what the FPGA received).
+        #[arg(long)]
+        input: PathBuf,
     },
 }
 
@@ -299,6 +309,9 @@ fn load_config(cli: &Cli) -> Result<RadardConfig, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::DecodeRecord { input }) = &cli.command {
+        return decode_record(input);
+    }
     let cfg = match load_config(&cli) {
         Ok(c) => c,
         Err(e) => {
@@ -330,6 +343,42 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("radard: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `radard decode-record`: one FPGA detections record as a detections line.
+fn decode_record(input: &std::path::Path) -> ExitCode {
+    let bytes = match std::fs::read(input) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("radard decode-record: {}: {e}", input.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    match decode_fpga_record(&bytes) {
+        Ok(r) => {
+            let mut line = Vec::new();
+            radar_dsp::detection::DetectionsLine {
+                sequence: r.sequence,
+                timestamp_ns: Some(r.timestamp_ns),
+                latency_ns: None,
+                detections: &r.detections,
+                cut: r.cut,
+            }
+            .write_to(&mut line);
+            let mut out = std::io::stdout().lock();
+            if out.write_all(&line).and_then(|()| out.flush()).is_err() {
+                return ExitCode::FAILURE;
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!(
+                "radard decode-record: {}: not a detections record: {e}",
+                input.display()
+            );
             ExitCode::FAILURE
         }
     }

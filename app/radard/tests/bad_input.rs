@@ -73,3 +73,81 @@ fn a_missing_config_file_and_bad_keys_are_named() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sinks_that_cannot_be_made_are_named() {
+    // An unknown kind, on the command line and in the TOML.
+    let o = radard(&["--frames", "1", "--sink", "smtp:mail.example"]);
+    let e = refused(&o, 2);
+    assert!(
+        e.contains("--sink \"smtp:mail.example\": unknown sink kind \"smtp\" (jsonl, udp, fpga)"),
+        "{e}"
+    );
+    let dir = std::env::temp_dir().join(format!("radard-badsink-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("sinks.toml");
+    std::fs::write(&path, "[[sink]]\nkind = \"smtp\"\n").expect("write");
+    let e = refused(&radard(&["--config", path.to_str().expect("utf8")]), 2);
+    assert!(
+        e.contains("sink[0].kind: unknown sink kind \"smtp\""),
+        "{e}"
+    );
+    // A jsonl path whose directory cannot be created (a regular file is in
+    // the way): named, before any frame is captured.
+    let blocker = dir.join("a-file");
+    std::fs::write(&blocker, "").expect("write");
+    let target = format!("jsonl:{}/detections.jsonl", blocker.display());
+    let e = refused(&radard(&["--frames", "1", "--sink", &target]), 2);
+    assert!(
+        e.contains("sink[0].path") && e.contains(&blocker.display().to_string()),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn decode_record_prints_a_detections_line_and_names_a_bad_file() {
+    use radar_dsp::Detection;
+    let dir = std::env::temp_dir().join(format!("radard-decode-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let d = Detection {
+        range_bin: 37,
+        doppler_bin: 146,
+        range_m: 18.025719,
+        velocity_mps: 4.4919996,
+        azimuth_deg: -19.977976,
+        snr_db: 31.215034,
+        power_db: 113.05319,
+        ..Detection::default()
+    };
+    let mut rec = Vec::new();
+    radard::sinks::encode_fpga_record(1234, 10_159_207, &[d, d], 3, 512, &mut rec);
+    let path = dir.join("record.bin");
+    std::fs::write(&path, &rec).expect("write");
+    let o = radard(&["decode-record", "--input", path.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let mut want = Vec::new();
+    radar_dsp::detection::DetectionsLine {
+        sequence: 1234,
+        timestamp_ns: Some(10_159_207),
+        latency_ns: None,
+        detections: &[d, d],
+        cut: 3,
+    }
+    .write_to(&mut want);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&want)
+    );
+    // One byte short: the file and what is wrong.
+    std::fs::write(&path, &rec[..rec.len() - 1]).expect("write");
+    let e = refused(
+        &radard(&["decode-record", "--input", path.to_str().expect("utf8")]),
+        1,
+    );
+    assert!(
+        e.contains(&path.display().to_string()) && e.contains("bytes for 2 detections, want 88"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,7 +8,11 @@
 #    playback memory, the model plays them back through the capture path,
 #    and every frame line must report every target of the scene
 #    (targets.awk); the run ends at its frame limit with no sequence or
-#    payload error.
+#    payload error. Its fpga sink sends every frame's detections record
+#    over the transmit channel: the model counts the records it received
+#    (they must be the records sent, the last one possibly still in flight
+#    at the stop) and keeps the last one, which `radard decode-record` must
+#    decode to exactly the line radard's jsonl sink wrote for that frame.
 # 2. Revocation mid-run (nvp2p_shim's revoke knob): radard ends with exit
 #    status 1 and "ring memory was revoked".
 # 3. SIGKILL mid-run; afterwards a new radard run on the same device works.
@@ -20,6 +24,9 @@ D=${RADARD_SUITE_DIR:-/etc/radard}
 OUT=/tmp/radard-suite
 FRAMES=${RADARD_SUITE_FRAMES:-100}
 REVOKE=/sys/kernel/debug/nvp2p_shim/revoke
+# Where the FPGA shows what it received on the transmit channel
+# (tests/qemu/README.md): the last detections record, and its stats.
+FPGA_DBG=${RADARD_SUITE_FPGA_DBG:-/sys/kernel/debug/fpga_p2p_model/0}
 mkdir -p "$OUT"
 fail='' details=''
 frames_verified=0 revocations=0 kill_cycles=0
@@ -56,11 +63,48 @@ run_ok() { # NAME RC LOG
 	return 1
 }
 
+# detection_records in the FPGA's stats.
+fpga_records() {
+	sed -n 's/^detection_records \([0-9]*\)$/\1/p' "$FPGA_DBG/stats" 2>/dev/null
+}
+
+# The fpga sink's records against the jsonl sink's lines of the run.
+check_fpga_records() { # SCENE RECORDS-BEFORE
+	s=$1
+	after=$(fpga_records)
+	sent=$(sed -n 's/^summary: sink\[0\] fpga .* sent=\([0-9]*\) .*/\1/p' "$OUT/$s.log")
+	if [ -z "$after" ] || [ -z "$sent" ]; then
+		failed "scene $s: fpga sink: no count (model stats '$after', radard sent '$sent')"
+		return 1
+	fi
+	got=$((after - $2))
+	if [ "$sent" -lt 1 ] || [ "$got" -gt "$sent" ] || [ "$got" -lt $((sent - 1)) ]; then
+		failed "scene $s: fpga sink sent $sent records, the FPGA received $got"
+		return 1
+	fi
+	cat "$FPGA_DBG/detections" >"$OUT/$s.record" 2>/dev/null
+	if ! radard decode-record --input "$OUT/$s.record" >"$OUT/$s.decoded" 2>"$OUT/$s.decode-err"; then
+		failed "scene $s: the FPGA's last record: $(cat "$OUT/$s.decode-err")"
+		return 1
+	fi
+	seq=$(sed -n 's/^{"version":1,"sequence":\([0-9]*\),.*/\1/p' "$OUT/$s.decoded")
+	want=$(grep -F "{\"version\":1,\"sequence\":$seq," "$OUT/$s.jsonl" |
+		sed 's/"latency_ns":[0-9]*,/"latency_ns":null,/')
+	if [ -z "$seq" ] || [ "$want" != "$(cat "$OUT/$s.decoded")" ]; then
+		failed "scene $s: the FPGA's last record (sequence '$seq') does not decode to the jsonl line: $(head -c 300 "$OUT/$s.decoded")"
+		return 1
+	fi
+	n=$(sed -n 's/.*"count":\([0-9]*\),.*/\1/p' "$OUT/$s.decoded")
+	passed "scene $s: fpga sink: $sent records sent, $got received by the FPGA, the last (frame $seq, $n detections) decodes to radard's line"
+}
+
 scene_run() { # SCENE FRAMES
 	s=$1
 	config_for "$s"
+	before=$(fpga_records)
+	rm -f "$OUT/$s.jsonl"
 	radard --config "$OUT/$s.toml" --frames "$2" --no-rt --stats-json "$OUT/$s.json" \
-		>"$OUT/$s.log" 2>&1
+		--sink fpga --sink "jsonl:$OUT/$s.jsonl" >"$OUT/$s.log" 2>&1
 	rc=$?
 	grep -v '^frame ' "$OUT/$s.log" | sed "s/^/[$s] /" >&2
 	run_ok "scene $s" "$rc" "$OUT/$s.log" || return 1
@@ -78,14 +122,17 @@ scene_run() { # SCENE FRAMES
 		failed "scene $s: $(echo "$check" | head -n 3 | tr '\n' ' ')"
 		return 1
 	fi
+	check_fpga_records "$s" "${before:-0}"
 }
 
 # radard in the background until frame $2 is printed; sets $pid.
-start_bg() { # NAME FIRST-FRAMES
-	radard --config "$OUT/a.toml" --no-rt >"$OUT/$1.log" 2>&1 &
+start_bg() { # NAME FIRST-FRAMES [RADARD-ARGS...]
+	name=$1 first=$2
+	shift 2
+	radard --config "$OUT/a.toml" --no-rt "$@" >"$OUT/$name.log" 2>&1 &
 	pid=$!
-	wait_for "grep -q '^frame seq=$2 ' $OUT/$1.log" 120 && return 0
-	failed "$1: no frame $2 within 120 s: $(tail -n 3 "$OUT/$1.log" | tr '\n' ' ')"
+	wait_for "grep -q '^frame seq=$first ' $OUT/$name.log" 120 && return 0
+	failed "$name: no frame $first within 120 s: $(tail -n 3 "$OUT/$name.log" | tr '\n' ' ')"
 	kill -KILL "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	return 1
@@ -118,8 +165,9 @@ elif start_bg revoke 10; then
 	fi
 fi
 
-# SIGKILL while streaming, then the device again.
-if start_bg kill 10; then
+# SIGKILL while streaming (detections records in flight on the transmit
+# channel too), then the device again.
+if start_bg kill 10 --sink fpga; then
 	kill -KILL "$pid"
 	wait "$pid"
 	rc=$?
@@ -127,7 +175,7 @@ if start_bg kill 10; then
 		failed "kill: exit status $rc, expected 137"
 	elif scene_run a 20; then
 		kill_cycles=1
-		passed "SIGKILL mid-run, then 20 frames on the same device"
+		passed "SIGKILL mid-run (fpga sink on), then 20 frames on the same device"
 	else
 		failed "kill: the device did not work after a killed radard"
 	fi
