@@ -43,4 +43,21 @@ rc=0
 check "bad config: exit status 2" test "$rc" -eq 2
 check "bad config: error names source.slots" grep -q "source.slots" "$out/bad.log"
 
+# 4. The README's main command (scripts/run-radard.sh) writes every processed
+# frame's detections to target/radard/detections.jsonl (docs/detections-format.md).
+rm -f target/radard/detections.jsonl*
+rc=0
+bash scripts/run-radard.sh --no-rt --backend cpu --chunk-period-us 0 --frames 40 --print-every 0 \
+	--stats-json "$out/main.json" >"$out/main.log" 2>&1 || rc=$?
+check "main command: radard exits 0" test "$rc" -eq 0
+check "main command: a jsonl line per processed frame, each with the four targets" python3 -c '
+import json, sys
+lines = open("target/radard/detections.jsonl").read().splitlines()
+frames = json.load(open(sys.argv[1]))["frames"]
+ok = len(lines) == frames == 40
+for l in lines:
+    d = json.loads(l)
+    ok = ok and d["version"] == 1 and d["count"] == len(d["detections"]) >= 4
+sys.exit(0 if ok else 1)' "$out/main.json"
+
 exit "$fail"
