@@ -10,5 +10,6 @@ pub mod frame_loop;
 pub mod report;
 pub mod rt;
 pub mod setup;
+pub mod status;
 
 pub use config::RadardConfig;
