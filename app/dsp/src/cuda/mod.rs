@@ -525,6 +525,10 @@ impl Backend for CudaBackend {
     fn power_map(&mut self, out: &mut Vec<f32>) -> Result<(), DspError> {
         self.pipeline.power_map(out)
     }
+
+    fn set_cfar_alpha(&mut self, alpha: &[f64]) -> Result<(), DspError> {
+        self.pipeline.set_cfar_alpha(alpha)
+    }
 }
 
 /// Sanity for the mapped-output layout shared with `kernels.cu`: its

@@ -1126,6 +1126,15 @@ impl Pipeline {
         out.cut = hdr.cut;
     }
 
+    /// New CFAR scale factors for the next frames (the graphs read the same
+    /// device buffer). The copy is synchronous and runs between frames:
+    /// the previous frame's CFAR has finished (process waited for it) and
+    /// the next frame's is launched only by its process().
+    pub fn set_cfar_alpha(&self, alpha: &[f64]) -> Result<(), DspError> {
+        crate::cfar::check_alpha(alpha, self.cfg.geometry.n_samples)?;
+        self.bufs.alpha.copy_from_host(&self.ctx, alpha)
+    }
+
     /// Copy the power map of the last frame to the host.
     pub fn power_map(&self, out: &mut Vec<f32>) -> Result<(), DspError> {
         let n = self.cfg.geometry.n_loops * self.cfg.geometry.n_samples;
