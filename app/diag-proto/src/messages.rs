@@ -129,7 +129,7 @@ pub struct Stats {
     pub latency_max_us: f32,
     /// Frames whose latency exceeded the last bin's bound.
     pub overflow: u64,
-    pub histogram: List<HistogramBin, 32>,
+    pub histogram: List<HistogramBin, 56>,
     pub loop_cpu_pct: f32,
 }
 

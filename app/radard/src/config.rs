@@ -28,6 +28,10 @@
 //! print_every = 1           # a line per N frames; 0 = status lines only
 //! stats_json = "stats.json" # summary written at exit
 //!
+//! [diag]
+//! port = "/dev/ttyTHS0"     # serial diagnostics link; none without it
+//! baud = 115200
+//!
 //! # The processing chain: [geometry], [physical], [cfar], [chain]
 //! # (see docs/processing-chain.md).
 //! ```
@@ -177,6 +181,7 @@ pub struct RadardConfig {
     pub backend: BackendConfig,
     pub rt: RtConfig,
     pub output: OutputConfig,
+    pub diag: crate::diag::DiagConfig,
     pub geometry: Geometry,
     pub physical: Physical,
     pub cfar: CfarConfig,
@@ -232,6 +237,9 @@ impl RadardConfig {
         self.chain_config().validate()?;
         self.rt.validate()?;
         self.backend_kind()?;
+        self.diag
+            .validate()
+            .map_err(|(key, reason)| ConfigError::Invalid { key, reason })?;
         let s = &self.source;
         if s.slots < 2 {
             return Err(ConfigError::Invalid {
@@ -328,6 +336,8 @@ mod tests {
                 "geometry.chunks_per_frame",
             ),
             ("[source\n", "radard.toml"),
+            ("[diag]\nbaud = 7", "diag.baud"),
+            ("[diag]\nport = \"\"", "diag.port"),
         ];
         for (text, key) in cases {
             let err = RadardConfig::parse(text, "radard.toml")

@@ -15,6 +15,7 @@ use tegra_p2p::{Frame, FrameSource, SequenceTracker, verify_test_pattern};
 use thiserror::Error;
 
 use crate::config::Content;
+use crate::diag::live::{LoopSettings, ParamLink};
 use crate::report::{FrameRecord, LiveStats, PayloadCheck, SHOWN_DETECTIONS, ShownDetection};
 
 #[derive(Debug, Error)]
@@ -94,6 +95,8 @@ pub struct LoopContext<'q, 'a> {
     pub latencies: &'a mut LatencyLog,
     /// Called once, when the warm-up frames are done.
     pub on_warm: &'a mut dyn FnMut(),
+    /// Parameter changes from the diagnostics server, applied between frames.
+    pub params: Option<ParamLink<'q>>,
 }
 
 /// Waits for the next frame event, the `capture`-th since the start. Chunk
@@ -143,9 +146,16 @@ pub fn run(
     let mut count: u64 = 0;
     let mut sequence = SequenceTracker::new();
     let live = ctx.live;
+    let mut settings = LoopSettings {
+        print_every: opts.print_every,
+        print_every_on: opts.print_every,
+    };
     loop {
         if ctx.stop.load(Ordering::Relaxed) {
             return Ok(LoopEnd::StopRequested);
+        }
+        if let Some(p) = ctx.params.as_mut() {
+            p.apply_pending(backend.as_deref_mut(), &mut settings, count);
         }
         if opts.max_frames.is_some_and(|m| count >= m) {
             return Ok(LoopEnd::FrameLimit);
@@ -232,7 +242,7 @@ pub fn run(
                 rec.check,
                 PayloadCheck::PatternMismatch(_) | PayloadCheck::CrcMismatch
             );
-        let print = opts.print_every > 0 && count % u64::from(opts.print_every) == 0;
+        let print = settings.print_every > 0 && count % u64::from(settings.print_every) == 0;
         if (print || failed) && ctx.log.enqueue(rec).is_err() {
             LiveStats::add(&live.records_lost, 1);
         }

@@ -6,6 +6,7 @@
 //! (per-frame lines, status, summary) fed through a lock-free queue.
 
 pub mod config;
+pub mod diag;
 pub mod frame_loop;
 pub mod report;
 pub mod rt;

@@ -8,14 +8,17 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
 use radar_dsp::Detections;
 use radard::config::{Content, RadardConfig, SourceKind};
+use radard::diag::{self, live, params::Params, view::UnitInfo};
 use radard::frame_loop::{self, LatencyLog, LoopContext, LoopEnd, LoopOptions};
 use radard::report::{LiveStats, LogQueue, run_printer};
+use radard::status::StatusBoard;
 use radard::{rt, setup};
 use serde::Serialize;
 
@@ -64,6 +67,9 @@ struct Cli {
     /// Skip the real-time set-up (development).
     #[arg(long)]
     no_rt: bool,
+    /// Serial device of the diagnostics link ([diag] port).
+    #[arg(long)]
+    diag_port: Option<PathBuf>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -182,6 +188,9 @@ fn load_config(cli: &Cli) -> Result<RadardConfig, String> {
     if cli.strict_rt {
         cfg.rt.strict = true;
     }
+    if let Some(p) = &cli.diag_port {
+        cfg.diag.port = Some(p.clone());
+    }
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
@@ -282,6 +291,36 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
     let mut queue = LogQueue::new();
     let (producer, consumer) = queue.split();
 
+    // The diagnostics link: opened now, so that a wrong port is named at start-up.
+    let diag_port = match &cfg.diag.port {
+        Some(path) => {
+            let port = diag::open(&cfg.diag, path).map_err(|e| e.to_string())?;
+            println!(
+                "radard: diagnostics on {} at {} baud (radarctl, or a terminal: type help)",
+                path.display(),
+                cfg.diag.baud
+            );
+            Some(port)
+        }
+        None => None,
+    };
+    let board = Arc::new(StatusBoard::new());
+    let unit_info = UnitInfo {
+        kmod: diag::kmod_version(cfg.source.kind == radard::config::SourceKind::Sim),
+        fpga: match cfg.source.kind {
+            radard::config::SourceKind::Sim => "simulator".into(),
+            radard::config::SourceKind::Kmod => "unknown".into(),
+        },
+        boot_slot: diag::boot_slot(),
+        source: source.as_dyn().name().to_string(),
+        backend: backend_name.clone(),
+        frame_period_ns: cfg.frame_period().map(|p| p.as_nanos() as u64),
+        sink_names: Vec::new(),
+    };
+    let mut change_queue = live::ChangeQueue::new();
+    let mut reply_queue = live::ReplyQueue::new();
+    let (param_link, server_link) = live::split(&mut change_queue, &mut reply_queue);
+
     let params = setup::start_params(cfg, chunk_streaming);
     source
         .as_dyn_mut()
@@ -307,6 +346,16 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
             let mut out = stdout.lock();
             run_printer(consumer, &live, &done, Duration::from_secs(1), &mut out);
         });
+        let diag_thread = diag_port.map(|port| {
+            let board = board.clone();
+            let params = Params::new(cfg.chain_config(), cfg.output.print_every > 0);
+            let done = &done;
+            scope.spawn(move || {
+                let mut server =
+                    diag::Server::new(board, unit_info, params, Some(server_link), None);
+                diag::serve(&cfg.diag, port, &mut server, done);
+            })
+        });
         let mut on_warm = || {};
         let mut ctx = LoopContext {
             log: producer,
@@ -314,6 +363,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
             stop: &STOP,
             latencies: &mut latencies,
             on_warm: &mut on_warm,
+            params: cfg.diag.port.is_some().then_some(param_link),
         };
         let backend = selected
             .as_mut()
@@ -321,6 +371,9 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
         let r = frame_loop::run(source.as_dyn(), backend, &mut dets, &opts, &mut ctx);
         done.store(true, Ordering::Release);
         let _ = printer.join();
+        if let Some(t) = diag_thread {
+            let _ = t.join();
+        }
         r
     });
     let counters = source.as_dyn().counters().ok();

@@ -144,6 +144,7 @@ fn run_case(case: &Case) -> Outcome {
         stop: &stop,
         latencies: &mut latencies,
         on_warm: &mut on_warm,
+        params: None,
     };
     let b = backend
         .as_mut()
