@@ -368,12 +368,13 @@ impl Core<'_> {
         let max = usize::from(r.max).clamp(1, events.len());
         let head = self.board.events_cursor();
         let oldest = head.saturating_sub(crate::status::EVENT_CAPACITY as u64);
-        let from = r.from.max(oldest);
+        // A cursor beyond the newest event asks where the log ends.
+        let from = r.from.clamp(oldest, head);
         let (n, next) = self.board.events_since(from, &mut events[..max]);
         let mut page = LogPage {
             events: List::new(),
             next,
-            lost: from - r.from.min(from),
+            lost: oldest.saturating_sub(r.from),
         };
         // The board skips overwritten events: number them from where they are.
         let first = next - n as u64;
