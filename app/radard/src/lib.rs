@@ -10,7 +10,9 @@ pub mod diag;
 pub mod frame_loop;
 pub mod report;
 pub mod rt;
+pub mod service;
 pub mod setup;
+pub mod sinks;
 pub mod status;
 
 pub use config::RadardConfig;

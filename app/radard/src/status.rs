@@ -182,6 +182,8 @@ pub struct StatusSnapshot {
     pub chunk_errors: u64,
     /// Good frames in a row (processed, on time, no fault) and since start.
     pub consecutive_good: u64,
+    /// Frame lines the console could not take (its queue was full).
+    pub log_records_lost: u64,
     /// Frames processed per second over the last second.
     pub rate_hz: f64,
     /// Capture timestamp to detections published.
@@ -208,7 +210,7 @@ pub struct StatusSnapshot {
 const _: () = {
     let fields = 8 * 4
         + 8 * DROP_REASONS
-        + 8 * 7
+        + 8 * 8
         + 8 * LATENCY_BINS * 2
         + 8 * 3
         + 8 * 3
@@ -234,6 +236,7 @@ impl Default for StatusSnapshot {
             chunks_streamed: 0,
             chunk_errors: 0,
             consecutive_good: 0,
+            log_records_lost: 0,
             rate_hz: 0.0,
             latency_hist: [0; LATENCY_BINS],
             lateness_hist: [0; LATENCY_BINS],
