@@ -8,6 +8,7 @@
 //! slots = 4                 # ring slots, >= 2
 //! content = "scene"         # scene (synthetic radar frames) | test-pattern
 //! chunk_period_us = 500     # 16 chunks x 500 us = one frame per 8 ms
+//! # chunk_period_ns = 62500 # finer; overrides chunk_period_us (1 ms frames)
 //! event_timeout_ms = 1000
 //! scene_frames = 8          # distinct scene frames cycled by playback
 //! scene_seed = 1
@@ -142,6 +143,10 @@ pub struct SourceConfig {
     pub slots: u32,
     pub content: Content,
     pub chunk_period_us: u32,
+    /// Finer chunk period in nanoseconds; overrides `chunk_period_us`
+    /// when set (e.g. 62500 for 1 ms frames of 16 chunks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_period_ns: Option<u64>,
     pub event_timeout_ms: u32,
     pub scene_frames: u32,
     pub scene_seed: u64,
@@ -156,6 +161,7 @@ impl Default for SourceConfig {
             slots: 4,
             content: Content::Scene,
             chunk_period_us: 500,
+            chunk_period_ns: None,
             event_timeout_ms: 1000,
             scene_frames: 8,
             scene_seed: 1,
@@ -370,8 +376,16 @@ impl RadardConfig {
     /// Time the FPGA takes for one frame at the configured cadence (None when
     /// the simulator runs as fast as it can).
     pub fn frame_period(&self) -> Option<std::time::Duration> {
-        let us = u64::from(self.source.chunk_period_us) * self.geometry.chunks_per_frame as u64;
-        (us > 0).then(|| std::time::Duration::from_micros(us))
+        let ns = self.chunk_period().as_nanos() as u64 * self.geometry.chunks_per_frame as u64;
+        (ns > 0).then(|| std::time::Duration::from_nanos(ns))
+    }
+
+    /// The chunk period (`source.chunk_period_ns`, else `chunk_period_us`).
+    pub fn chunk_period(&self) -> std::time::Duration {
+        match self.source.chunk_period_ns {
+            Some(ns) => std::time::Duration::from_nanos(ns),
+            None => std::time::Duration::from_micros(u64::from(self.source.chunk_period_us)),
+        }
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {

@@ -93,9 +93,11 @@ pub struct LatencyLog {
 
 impl LatencyLog {
     pub fn with_capacity(capacity: usize) -> Self {
+        // Filled with a non-zero value so every page is touched now: the
+        // resident size does not grow while the log fills.
         LatencyLog {
-            ns: vec![0; capacity.max(1)],
-            processing_ns: vec![0; capacity.max(1)],
+            ns: vec![u64::MAX; capacity.max(1)],
+            processing_ns: vec![u64::MAX; capacity.max(1)],
             next: 0,
             filled: false,
         }
@@ -438,6 +440,7 @@ pub fn run(
             }
             let late = period_ns > 0 && finished > due;
             rec.latency_ns = processing;
+            rec.delivery_ns = t_event.saturating_sub(captured);
             rec.deadline_missed = late;
             ctx.latencies.push(latency, processing);
             snap.latency_hist[latency_bin(latency)] += 1;

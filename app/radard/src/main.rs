@@ -57,6 +57,9 @@ struct Cli {
     /// Chunk period in microseconds (16 chunks per frame; 0 = as fast as possible, simulator only).
     #[arg(long)]
     chunk_period_us: Option<u32>,
+    /// Chunk period in nanoseconds (overrides --chunk-period-us; 62500 = 1 ms frames).
+    #[arg(long)]
+    chunk_period_ns: Option<u64>,
     /// Print a frame line every N frames (0: status lines only).
     #[arg(long)]
     print_every: Option<u32>,
@@ -224,6 +227,10 @@ fn load_config(cli: &Cli) -> Result<RadardConfig, String> {
     }
     if let Some(p) = cli.chunk_period_us {
         cfg.source.chunk_period_us = p;
+        cfg.source.chunk_period_ns = None;
+    }
+    if let Some(p) = cli.chunk_period_ns {
+        cfg.source.chunk_period_ns = Some(p);
     }
     if let Some(p) = cli.print_every {
         cfg.output.print_every = p;
@@ -394,7 +401,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
     let (producer, consumer) = queue.split();
     // The loop runs on this thread: its CPU clock is read by the status thread.
     let cpu_clock = ThreadCpuClock::of_current_thread();
-    let mut supervisor = Supervisor::new(&board, cfg.health.clone(), cpu_clock, 1000);
+    let mut supervisor = Supervisor::new(&board, cfg.health.clone(), cpu_clock, 10_000);
     if let Some(w) = supervisor.watchdog() {
         println!(
             "radard: systemd watchdog every {:.1} s (pinged while frames flow and deadlines hold)",
@@ -445,7 +452,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         source.as_dyn().name(),
         cfg.frame_period()
             .map_or("as fast as possible".to_string(), |p| format!(
-                "{:.1} ms",
+                "{:.3} ms",
                 p.as_secs_f64() * 1e3
             )),
     );

@@ -47,7 +47,10 @@ pub struct FrameRecord {
     pub dropped_before: u32,
     pub flags: u32,
     pub bytes: u32,
+    /// Frame event to detections (processing).
     pub latency_ns: u64,
+    /// Capture timestamp to the frame event (capture and delivery).
+    pub delivery_ns: u64,
     pub deadline_missed: bool,
     /// The sequence number is not explained by the drop count.
     pub sequence_break: bool,
@@ -70,7 +73,11 @@ pub fn frame_line(r: &FrameRecord, w: &mut impl Write) -> std::io::Result<()> {
         r.latency_ns as f64 / 1e6
     )?;
     if r.deadline_missed {
-        write!(w, " DEADLINE-MISS")?;
+        write!(
+            w,
+            " DEADLINE-MISS (capture to event {:.3}ms)",
+            r.delivery_ns as f64 / 1e6
+        )?;
     }
     if r.sequence_break {
         write!(w, " SEQUENCE-BREAK")?;

@@ -176,7 +176,7 @@ pub fn start_params(cfg: &RadardConfig, chunk_events: bool) -> StartParams {
         Content::TestPattern => StartParams::test_pattern(),
     };
     let params = base
-        .with_chunk_period(Duration::from_micros(u64::from(cfg.source.chunk_period_us)))
+        .with_chunk_period(cfg.chunk_period())
         .with_event_timeout(Duration::from_millis(u64::from(
             cfg.source.event_timeout_ms,
         )));
