@@ -79,7 +79,7 @@ impl Pty {
     }
 }
 
-fn poll_in(fd: i32, wait: Duration) -> bool {
+pub fn poll_in(fd: i32, wait: Duration) -> bool {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,
