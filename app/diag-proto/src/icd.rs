@@ -3,6 +3,8 @@
 
 use postcard::experimental::max_size::MaxSize;
 use postcard_rpc::{Endpoint, Topic, endpoint, topic};
+use postcard_schema::Schema;
+use postcard_schema::schema::NamedType;
 
 use crate::bounded::Text;
 use crate::messages::*;
@@ -87,6 +89,35 @@ pub const ENDPOINTS: [(&str, postcard_rpc::Key, postcard_rpc::Key); 13] = [
 pub const TOPICS_OUT: [(&str, postcard_rpc::Key); 2] =
     [tp::<StatusTopic>(), tp::<TelemetryTopic>()];
 
+/// The request and response types of [`ENDPOINTS`], in its order, and the
+/// message types of [`TOPICS_OUT`]: the schema report sends them, as a
+/// postcard-rpc host client finds each endpoint's types by its key.
+pub const ENDPOINT_SCHEMAS: [(&NamedType, &NamedType); 13] = [
+    eps::<PingEndpoint>(),
+    eps::<GetAllSchemasEndpoint>(),
+    eps::<VersionEndpoint>(),
+    eps::<IdentityEndpoint>(),
+    eps::<StatusEndpoint>(),
+    eps::<StatsEndpoint>(),
+    eps::<LogEndpoint>(),
+    eps::<ParamListEndpoint>(),
+    eps::<ParamGetEndpoint>(),
+    eps::<ParamSetEndpoint>(),
+    eps::<SnapshotInfoEndpoint>(),
+    eps::<SnapshotPieceEndpoint>(),
+    eps::<SubscribeEndpoint>(),
+];
+
+/// See [`ENDPOINT_SCHEMAS`].
+pub const TOPIC_SCHEMAS: [&NamedType; 2] = [
+    <StatusTopic as Topic>::Message::SCHEMA,
+    <TelemetryTopic as Topic>::Message::SCHEMA,
+];
+
+const fn eps<E: Endpoint>() -> (&'static NamedType, &'static NamedType) {
+    (E::Request::SCHEMA, E::Response::SCHEMA)
+}
+
 const fn ep<E: Endpoint>() -> (&'static str, postcard_rpc::Key, postcard_rpc::Key) {
     (E::PATH, E::REQ_KEY, E::RESP_KEY)
 }
@@ -131,3 +162,31 @@ pub const MAX_SIZES: [(&str, usize); 8] = [
     ("Piece", Piece::POSTCARD_MAX_SIZE),
     ("Telemetry", Telemetry::POSTCARD_MAX_SIZE),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each type of the schema report goes out in one frame.
+    #[test]
+    fn schema_types_fit_a_frame() {
+        let mut buf = [0u8; MAX_FRAME - MAX_HEADER];
+        for (req, resp) in ENDPOINT_SCHEMAS {
+            for t in [req, resp] {
+                // SchemaData::Type's variant index is one byte.
+                assert!(
+                    postcard::to_slice(t, &mut buf[1..]).is_ok(),
+                    "{} does not fit a frame",
+                    t.name
+                );
+            }
+        }
+        for t in TOPIC_SCHEMAS {
+            assert!(
+                postcard::to_slice(t, &mut buf[1..]).is_ok(),
+                "{} does not fit a frame",
+                t.name
+            );
+        }
+    }
+}

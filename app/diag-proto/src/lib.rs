@@ -28,3 +28,4 @@ pub use icd::*;
 pub use messages::*;
 pub use postcard_rpc::header::{VarHeader, VarKey, VarKeyKind, VarSeq, VarSeqKind};
 pub use postcard_rpc::{Endpoint, Key, Topic};
+pub use postcard_schema::schema::NamedType;

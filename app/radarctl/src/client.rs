@@ -98,7 +98,11 @@ impl Client {
     }
 
     /// One request, its answer.
-    pub fn call<E: Endpoint>(&mut self, req: &E::Request, what: &'static str) -> Result<E::Response, LinkError>
+    pub fn call<E: Endpoint>(
+        &mut self,
+        req: &E::Request,
+        what: &'static str,
+    ) -> Result<E::Response, LinkError>
     where
         E::Request: Serialize,
         E::Response: DeserializeOwned,
@@ -116,7 +120,9 @@ impl Client {
                     baud: self.baud,
                 });
             };
-            let Some((hdr, body)) = split_frame(&frame) else { continue };
+            let Some((hdr, body)) = split_frame(&frame) else {
+                continue;
+            };
             let is_ours = hdr.seq_no == VarSeq::Seq4(seq);
             if is_ours && hdr.key == VarKey::Key8(E::RESP_KEY) {
                 return postcard::from_bytes(body).map_err(|e| LinkError::Decode {
@@ -170,14 +176,19 @@ impl Client {
         Ok(None)
     }
 
-    fn send<T: Serialize + ?Sized>(&mut self, key: Key, seq: u32, msg: &T) -> Result<(), LinkError> {
+    fn send<T: Serialize + ?Sized>(
+        &mut self,
+        key: Key,
+        seq: u32,
+        msg: &T,
+    ) -> Result<(), LinkError> {
         let mut wire = [0u8; MAX_WIRE_FRAME];
-        let n = encode_frame(key, VarSeq::Seq4(seq), &VarKey::Key8(key), msg, &mut wire).map_err(|_| {
-            LinkError::Io {
+        let n = encode_frame(key, VarSeq::Seq4(seq), &VarKey::Key8(key), msg, &mut wire).map_err(
+            |_| LinkError::Io {
                 port: self.name.clone(),
                 reason: "request too large for a frame".into(),
-            }
-        })?;
+            },
+        )?;
         self.port
             .write_all(&wire[..n])
             .and_then(|_| self.port.flush())
@@ -211,7 +222,9 @@ impl Client {
                         self.rx.clear();
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::TimedOut
+                        || e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     return Err(LinkError::Io {
                         port: self.name.clone(),

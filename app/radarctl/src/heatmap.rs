@@ -83,7 +83,12 @@ impl Canvas {
             if let Some(o) = font.outline_glyph(g) {
                 let b = o.px_bounds();
                 o.draw(|gx, gy, cov| {
-                    self.blend(b.min.x as i64 + gx as i64, b.min.y as i64 + gy as i64, c, cov);
+                    self.blend(
+                        b.min.x as i64 + gx as i64,
+                        b.min.y as i64 + gy as i64,
+                        c,
+                        cov,
+                    );
                 });
             }
             pen += scaled.h_advance(id);
@@ -93,7 +98,9 @@ impl Canvas {
 
     fn text_width(font: &FontRef<'_>, size: f32, s: &str) -> f32 {
         let scaled = font.as_scaled(PxScale::from(size));
-        s.chars().map(|ch| scaled.h_advance(scaled.glyph_id(ch))).sum()
+        s.chars()
+            .map(|ch| scaled.h_advance(scaled.glyph_id(ch)))
+            .sum()
     }
 }
 
@@ -106,7 +113,11 @@ pub fn colour(t: f32) -> [u8; 3] {
         [94.0, 201.0, 98.0],
         [253.0, 231.0, 37.0],
     ];
-    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.0 } * 4.0;
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    } * 4.0;
     let i = (t.floor() as usize).min(3);
     let f = t - i as f32;
     let mut c = [0u8; 3];
@@ -133,15 +144,24 @@ fn tick_step(span: f32) -> f32 {
 pub fn pixel(info: &diag_proto::SnapshotInfo, range_m: f32, velocity_mps: f32) -> (f32, f32) {
     let cw = PLOT_W as f32 / f32::from(info.range_bins.max(1));
     let ch = PLOT_H as f32 / f32::from(info.doppler_bins.max(1));
-    let rs = if info.range_step_m != 0.0 { info.range_step_m } else { 1.0 };
-    let vs = if info.velocity_step_mps != 0.0 { info.velocity_step_mps } else { 1.0 };
+    let rs = if info.range_step_m != 0.0 {
+        info.range_step_m
+    } else {
+        1.0
+    };
+    let vs = if info.velocity_step_mps != 0.0 {
+        info.velocity_step_mps
+    } else {
+        1.0
+    };
     let x = LEFT as f32 + ((range_m - info.range_first_m) / rs + 0.5) * cw;
     let y = (TOP + PLOT_H) as f32 - ((velocity_mps - info.velocity_first_mps) / vs + 0.5) * ch;
     (x, y)
 }
 
 pub fn render(s: &Snapshot) -> Result<Vec<u8>, String> {
-    let font = FontRef::try_from_slice(dejavu::sans::regular()).map_err(|e| format!("font: {e}"))?;
+    let font =
+        FontRef::try_from_slice(dejavu::sans::regular()).map_err(|e| format!("font: {e}"))?;
     let info = &s.info;
     let (rows, cols) = (usize::from(info.doppler_bins), usize::from(info.range_bins));
     if rows == 0 || cols == 0 || s.cells.len() != rows * cols {
@@ -155,7 +175,11 @@ pub fn render(s: &Snapshot) -> Result<Vec<u8>, String> {
         for px in 0..PLOT_W {
             let r = px * cols / PLOT_W;
             let q = s.cells[d * cols + r];
-            c.set((LEFT + px) as i64, (TOP + py) as i64, colour(f32::from(q) / 255.0));
+            c.set(
+                (LEFT + px) as i64,
+                (TOP + py) as i64,
+                colour(f32::from(q) / 255.0),
+            );
         }
     }
     // Frame.
@@ -180,12 +204,26 @@ pub fn render(s: &Snapshot) -> Result<Vec<u8>, String> {
         }
         let label = format!("{t:.0}");
         let w = Canvas::text_width(&font, 14.0, &label);
-        c.text(&font, 14.0, x as f32 - w / 2.0, (TOP + PLOT_H + 22) as f32, &label, TEXT);
+        c.text(
+            &font,
+            14.0,
+            x as f32 - w / 2.0,
+            (TOP + PLOT_H + 22) as f32,
+            &label,
+            TEXT,
+        );
         t += step;
     }
     let xl = "range (m)";
     let w = Canvas::text_width(&font, 16.0, xl);
-    c.text(&font, 16.0, (LEFT + PLOT_W / 2) as f32 - w / 2.0, (TOP + PLOT_H + 46) as f32, xl, TEXT);
+    c.text(
+        &font,
+        16.0,
+        (LEFT + PLOT_W / 2) as f32 - w / 2.0,
+        (TOP + PLOT_H + 46) as f32,
+        xl,
+        TEXT,
+    );
     // Velocity axis (m/s).
     let v_lo = info.velocity_first_mps - info.velocity_step_mps / 2.0;
     let v_hi = v_lo + info.velocity_step_mps * rows as f32;
@@ -199,7 +237,14 @@ pub fn render(s: &Snapshot) -> Result<Vec<u8>, String> {
         }
         let label = format!("{t:+.0}");
         let w = Canvas::text_width(&font, 14.0, &label);
-        c.text(&font, 14.0, LEFT as f32 - 10.0 - w, y as f32 + 5.0, &label, TEXT);
+        c.text(
+            &font,
+            14.0,
+            LEFT as f32 - 10.0 - w,
+            y as f32 + 5.0,
+            &label,
+            TEXT,
+        );
         t += step;
     }
     c.text(&font, 16.0, 8.0, (TOP - 14) as f32, "velocity (m/s)", TEXT);
@@ -216,22 +261,48 @@ pub fn render(s: &Snapshot) -> Result<Vec<u8>, String> {
     let step = tick_step(db_max - info.db_floor);
     let mut t = (info.db_floor / step).ceil() * step;
     while t <= db_max {
-        let y = TOP as f32 + (1.0 - (t - info.db_floor) / (db_max - info.db_floor).max(1e-6)) * (PLOT_H - 1) as f32;
+        let y = TOP as f32
+            + (1.0 - (t - info.db_floor) / (db_max - info.db_floor).max(1e-6))
+                * (PLOT_H - 1) as f32;
         for dx in 0..5 {
             c.set((BAR_X + BAR_W + dx) as i64, y.round() as i64, TEXT);
         }
-        c.text(&font, 13.0, (BAR_X + BAR_W + 8) as f32, y + 5.0, &format!("{t:.0}"), TEXT);
+        c.text(
+            &font,
+            13.0,
+            (BAR_X + BAR_W + 8) as f32,
+            y + 5.0,
+            &format!("{t:.0}"),
+            TEXT,
+        );
         t += step;
     }
-    c.text(&font, 16.0, BAR_X as f32 - 6.0, (TOP - 14) as f32, "dB", TEXT);
+    c.text(
+        &font,
+        16.0,
+        BAR_X as f32 - 6.0,
+        (TOP - 14) as f32,
+        "dB",
+        TEXT,
+    );
     // Detections.
     for d in info.detections.iter() {
         let (x, y) = pixel(info, d.range_m, d.velocity_mps);
         c.ring(x, y, 7.0, 2.5, MARKER);
         let label = format!("{:.1} m {:+.1} m/s", d.range_m, d.velocity_mps);
         let w = Canvas::text_width(&font, 13.0, &label);
-        let lx = if x + 12.0 + w < (LEFT + PLOT_W) as f32 { x + 11.0 } else { x - 11.0 - w };
-        c.rect((lx - 2.0).max(0.0) as usize, (y - 12.0).max(0.0) as usize, (w + 4.0) as usize, 16, BG);
+        let lx = if x + 12.0 + w < (LEFT + PLOT_W) as f32 {
+            x + 11.0
+        } else {
+            x - 11.0 - w
+        };
+        c.rect(
+            (lx - 2.0).max(0.0) as usize,
+            (y - 12.0).max(0.0) as usize,
+            (w + 4.0) as usize,
+            16,
+            BG,
+        );
         c.text(&font, 13.0, lx, y + 1.0, &label, TEXT);
     }
     encode(&c, info)
@@ -247,15 +318,22 @@ fn encode(c: &Canvas, info: &diag_proto::SnapshotInfo) -> Result<Vec<u8>, String
             ("radar:plot", format!("{LEFT} {TOP} {PLOT_W} {PLOT_H}")),
             (
                 "radar:range",
-                format!("{} {} {}", info.range_first_m, info.range_step_m, info.range_bins),
+                format!(
+                    "{} {} {}",
+                    info.range_first_m, info.range_step_m, info.range_bins
+                ),
             ),
             (
                 "radar:velocity",
-                format!("{} {} {}", info.velocity_first_mps, info.velocity_step_mps, info.doppler_bins),
+                format!(
+                    "{} {} {}",
+                    info.velocity_first_mps, info.velocity_step_mps, info.doppler_bins
+                ),
             ),
         ];
         for (k, v) in chunks {
-            enc.add_text_chunk(k.to_string(), v).map_err(|e| format!("png: {e}"))?;
+            enc.add_text_chunk(k.to_string(), v)
+                .map_err(|e| format!("png: {e}"))?;
         }
         let mut w = enc.write_header().map_err(|e| format!("png: {e}"))?;
         w.write_image_data(&c.px).map_err(|e| format!("png: {e}"))?;

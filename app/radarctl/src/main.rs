@@ -118,7 +118,10 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CtlError> {
 
 fn run(cli: &Cli) -> Result<(), CtlError> {
     if !(cli.timeout > 0.0 && cli.timeout <= 3600.0) {
-        return Err(CtlError::Usage(format!("--timeout {}: must be in (0, 3600] seconds", cli.timeout)));
+        return Err(CtlError::Usage(format!(
+            "--timeout {}: must be in (0, 3600] seconds",
+            cli.timeout
+        )));
     }
     let mut c = Client::open(&cli.port, cli.baud, Duration::from_secs_f64(cli.timeout))?;
     c.check_version(cli.claim_protocol.unwrap_or(PROTOCOL_VERSION))?;
@@ -133,42 +136,79 @@ fn run(cli: &Cli) -> Result<(), CtlError> {
         }
         Cmd::Identity => {
             let id = c.call::<IdentityEndpoint>(&(), "the identity request")?;
-            if cli.json { print_json(&id)? } else { show::identity(&id) }
+            if cli.json {
+                print_json(&id)?
+            } else {
+                show::identity(&id)
+            }
         }
         Cmd::Status => {
             let s = c.call::<StatusEndpoint>(&(), "the status request")?;
-            if cli.json { print_json(&s)? } else { show::status(&s) }
+            if cli.json {
+                print_json(&s)?
+            } else {
+                show::status(&s)
+            }
         }
         Cmd::Stats => {
             let s = c.call::<StatsEndpoint>(&(), "the statistics request")?;
-            if cli.json { print_json(&s)? } else { show::stats(&s) }
+            if cli.json {
+                print_json(&s)?
+            } else {
+                show::stats(&s)
+            }
         }
         Cmd::Log { count } => {
             let events = fetch_log(&mut c, *count)?;
-            if cli.json { print_json(&events)? } else { show::log(&events) }
+            if cli.json {
+                print_json(&events)?
+            } else {
+                show::log(&events)
+            }
         }
         Cmd::Params => {
             let params = fetch_params(&mut c)?;
-            if cli.json { print_json(&params)? } else { show::params(&params) }
+            if cli.json {
+                print_json(&params)?
+            } else {
+                show::params(&params)
+            }
         }
         Cmd::Get { name } => {
-            let n = ParamName::try_from_str(name).ok_or_else(|| CtlError::Usage(format!("parameter name {name:?} is too long")))?;
+            let n = ParamName::try_from_str(name)
+                .ok_or_else(|| CtlError::Usage(format!("parameter name {name:?} is too long")))?;
             match c.call::<ParamGetEndpoint>(&n, "the parameter request")? {
                 Ok(p) => {
-                    if cli.json { print_json(&p)? } else { show::params(std::slice::from_ref(&p)) }
+                    if cli.json {
+                        print_json(&p)?
+                    } else {
+                        show::params(std::slice::from_ref(&p))
+                    }
                 }
                 Err(e) => return Err(CtlError::Refused(show::param_error(name, &e))),
             }
         }
         Cmd::Set { name, value } => {
-            let n = ParamName::try_from_str(name).ok_or_else(|| CtlError::Usage(format!("parameter name {name:?} is too long")))?;
-            let v = show::parse_value(value).ok_or_else(|| CtlError::Usage(format!("cannot read {value:?} as a value (on/off, an integer, a real)")))?;
-            match c.call::<ParamSetEndpoint>(&SetParam { name: n, value: v }, "the parameter change")? {
+            let n = ParamName::try_from_str(name)
+                .ok_or_else(|| CtlError::Usage(format!("parameter name {name:?} is too long")))?;
+            let v = show::parse_value(value).ok_or_else(|| {
+                CtlError::Usage(format!(
+                    "cannot read {value:?} as a value (on/off, an integer, a real)"
+                ))
+            })?;
+            match c
+                .call::<ParamSetEndpoint>(&SetParam { name: n, value: v }, "the parameter change")?
+            {
                 Ok(a) => {
                     if cli.json {
                         print_json(&a)?
                     } else {
-                        println!("{} = {} (applied at frame {})", a.param.name, show::value(&a.param.value), a.at_frame);
+                        println!(
+                            "{} = {} (applied at frame {})",
+                            a.param.name,
+                            show::value(&a.param.value),
+                            a.at_frame
+                        );
                     }
                 }
                 Err(e) => return Err(CtlError::Refused(show::param_error(name, &e))),
@@ -178,9 +218,17 @@ fn run(cli: &Cli) -> Result<(), CtlError> {
             let snap = fetch_snapshot(&mut c)?;
             if let Some(path) = png {
                 let bytes = heatmap::render(&snap).map_err(CtlError::Output)?;
-                std::fs::write(path, bytes).map_err(|e| CtlError::Output(format!("{}: {e}", path.display())))?;
+                std::fs::write(path, bytes)
+                    .map_err(|e| CtlError::Output(format!("{}: {e}", path.display())))?;
                 if !cli.json {
-                    println!("{}: {} x {} range-Doppler map of frame {} with {} detections", path.display(), snap.info.range_bins, snap.info.doppler_bins, snap.info.frame, snap.info.detections.len());
+                    println!(
+                        "{}: {} x {} range-Doppler map of frame {} with {} detections",
+                        path.display(),
+                        snap.info.range_bins,
+                        snap.info.doppler_bins,
+                        snap.info.frame,
+                        snap.info.detections.len()
+                    );
                 }
             }
             if cli.json {
@@ -189,14 +237,24 @@ fn run(cli: &Cli) -> Result<(), CtlError> {
                 show::snapshot(&snap);
             }
         }
-        Cmd::Top { period_ms, frames } => top::run(&mut c, *period_ms, *frames).map_err(CtlError::Output)?,
+        Cmd::Top { period_ms, frames } => {
+            top::run(&mut c, *period_ms, *frames).map_err(CtlError::Output)?
+        }
     }
     Ok(())
 }
 
 fn fetch_log(c: &mut Client, count: u64) -> Result<Vec<LogEvent>, CtlError> {
     // Find the newest id first (a request from u64::MAX answers with the head).
-    let head = c.call::<LogEndpoint>(&LogRequest { from: u64::MAX, max: 1 }, "the log request")?.next;
+    let head = c
+        .call::<LogEndpoint>(
+            &LogRequest {
+                from: u64::MAX,
+                max: 1,
+            },
+            "the log request",
+        )?
+        .next;
     let mut from = head.saturating_sub(count);
     let mut out = Vec::new();
     while (out.len() as u64) < count {
@@ -213,7 +271,12 @@ fn fetch_log(c: &mut Client, count: u64) -> Result<Vec<LogEvent>, CtlError> {
 fn fetch_params(c: &mut Client) -> Result<Vec<ParamInfo>, CtlError> {
     let mut out = Vec::new();
     loop {
-        let page = c.call::<ParamListEndpoint>(&ParamListRequest { first: out.len() as u8 }, "the parameter list")?;
+        let page = c.call::<ParamListEndpoint>(
+            &ParamListRequest {
+                first: out.len() as u8,
+            },
+            "the parameter list",
+        )?;
         if page.params.is_empty() {
             break;
         }
@@ -251,7 +314,13 @@ fn fetch_snapshot(c: &mut Client) -> Result<Snapshot, CtlError> {
         let mut cells = Vec::with_capacity(total);
         let mut gone = false;
         for index in 0..info.pieces {
-            match c.call::<SnapshotPieceEndpoint>(&PieceRequest { generation: info.generation, index }, "a snapshot piece")? {
+            match c.call::<SnapshotPieceEndpoint>(
+                &PieceRequest {
+                    generation: info.generation,
+                    index,
+                },
+                "a snapshot piece",
+            )? {
                 Ok(p) => cells.extend_from_slice(&p.cells),
                 Err(SnapshotError::Gone) => {
                     gone = true;
@@ -264,9 +333,16 @@ fn fetch_snapshot(c: &mut Client) -> Result<Snapshot, CtlError> {
             continue;
         }
         if cells.len() != total {
-            return Err(CtlError::Refused(format!("snapshot: {} cells for a {} x {} map", cells.len(), info.doppler_bins, info.range_bins)));
+            return Err(CtlError::Refused(format!(
+                "snapshot: {} cells for a {} x {} map",
+                cells.len(),
+                info.doppler_bins,
+                info.range_bins
+            )));
         }
         return Ok(Snapshot { info, cells });
     }
-    Err(CtlError::Refused("snapshot: the map changed under three attempts in a row".into()))
+    Err(CtlError::Refused(
+        "snapshot: the map changed under three attempts in a row".into(),
+    ))
 }

@@ -30,7 +30,11 @@ pub fn status(s: &Status) {
         s.deadline_misses,
         s.uptime_ms as f64 / 1e3
     );
-    let drops: Vec<String> = s.drops.iter().map(|d| format!("{} {}", d.reason, d.count)).collect();
+    let drops: Vec<String> = s
+        .drops
+        .iter()
+        .map(|d| format!("{} {}", d.reason, d.count))
+        .collect();
     println!("drops      {}", drops.join(", "));
     println!(
         "latency    last {:.3} ms  max {:.3} ms  loop cpu {:.1} %",
@@ -39,7 +43,10 @@ pub fn status(s: &Status) {
         s.loop_cpu_pct
     );
     for k in s.sinks.iter() {
-        println!("sink       {}: written {} failed {}", k.name, k.written, k.failed);
+        println!(
+            "sink       {}: written {} failed {}",
+            k.name, k.written, k.failed
+        );
     }
     println!("gpu        {}", gpu(s.gpu.as_ref()));
     println!("detections {} in the newest frame", s.detections_last);
@@ -57,10 +64,17 @@ pub fn gpu(g: Option<&GpuTelemetry>) -> String {
         Some(g) => format!(
             "{}: {}, {}, {}, {}",
             g.source,
-            g.temperature_c.map_or("temperature n/a".into(), |t| format!("{t:.1} C")),
-            g.sm_clock_mhz.map_or("clock n/a".into(), |c| format!("{c} MHz")),
-            g.load_pct.map_or("load n/a".into(), |l| format!("load {l:.0} %")),
-            g.throttled.map_or("throttle n/a", |t| if t { "THROTTLED" } else { "not throttled" }),
+            g.temperature_c
+                .map_or("temperature n/a".into(), |t| format!("{t:.1} C")),
+            g.sm_clock_mhz
+                .map_or("clock n/a".into(), |c| format!("{c} MHz")),
+            g.load_pct
+                .map_or("load n/a".into(), |l| format!("load {l:.0} %")),
+            g.throttled.map_or("throttle n/a", |t| if t {
+                "THROTTLED"
+            } else {
+                "not throttled"
+            }),
         ),
     }
 }
@@ -81,7 +95,11 @@ pub fn histogram_rows(s: &Stats) -> Vec<(String, u64)> {
 }
 
 fn us(v: f32) -> String {
-    if v >= 1000.0 { format!("{:.2} ms", v / 1e3) } else { format!("{v:.0} us") }
+    if v >= 1000.0 {
+        format!("{:.2} ms", v / 1e3)
+    } else {
+        format!("{v:.0} us")
+    }
 }
 
 pub fn stats(s: &Stats) {
@@ -89,7 +107,8 @@ pub fn stats(s: &Stats) {
         "frames {}  deadline misses {}{}  loop cpu {:.1} %",
         s.frames,
         s.deadline_misses,
-        s.deadline_us.map_or(String::new(), |d| format!(" (deadline {:.3} ms)", d / 1e3)),
+        s.deadline_us
+            .map_or(String::new(), |d| format!(" (deadline {:.3} ms)", d / 1e3)),
         s.loop_cpu_pct
     );
     println!(
@@ -113,7 +132,13 @@ pub fn log(events: &[LogEvent]) {
         println!("no events");
     }
     for e in events {
-        println!("[{:>10.3} s] #{:<5} {:<12} {}", e.uptime_ms as f64 / 1e3, e.id, format!("{:?}", e.kind), e.text);
+        println!(
+            "[{:>10.3} s] #{:<5} {:<12} {}",
+            e.uptime_ms as f64 / 1e3,
+            e.id,
+            format!("{:?}", e.kind),
+            e.text
+        );
     }
 }
 
@@ -134,7 +159,10 @@ pub fn parse_value(s: &str) -> Option<ParamValue> {
     if let Ok(i) = s.parse::<i64>() {
         return Some(ParamValue::Int(i));
     }
-    s.parse::<f64>().ok().filter(|v| v.is_finite()).map(ParamValue::Real)
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .map(ParamValue::Real)
 }
 
 pub fn params(ps: &[ParamInfo]) {
@@ -147,7 +175,11 @@ pub fn params(ps: &[ParamInfo]) {
             format!("{:?}", p.value.kind()),
             value(&p.min),
             value(&p.max),
-            if p.unit.is_empty() || p.unit.as_str() == "1" { String::new() } else { format!(" {}", p.unit) },
+            if p.unit.is_empty() || p.unit.as_str() == "1" {
+                String::new()
+            } else {
+                format!(" {}", p.unit)
+            },
             if p.writable { "" } else { "  read-only" },
             p.help
         );
@@ -162,7 +194,11 @@ pub fn param_error(name: &str, e: &ParamError) -> String {
             "{name}: value out of range, allowed {} .. {}{}",
             value(min),
             value(max),
-            if unit.is_empty() || unit.as_str() == "1" { String::new() } else { format!(" {unit}") }
+            if unit.is_empty() || unit.as_str() == "1" {
+                String::new()
+            } else {
+                format!(" {unit}")
+            }
         ),
         ParamError::ReadOnly { reason } => format!("{name} is read-only: {reason}"),
         ParamError::NotApplied { reason } => format!("{name} not applied: {reason}"),
@@ -182,7 +218,11 @@ pub fn snapshot(s: &crate::Snapshot) {
         i.velocity_first_mps,
         i.velocity_first_mps + i.velocity_step_mps * f32::from(i.doppler_bins.saturating_sub(1)),
     );
-    println!("detections {} (+{} more)", i.detections.len(), i.detections_more);
+    println!(
+        "detections {} (+{} more)",
+        i.detections.len(),
+        i.detections_more
+    );
     for d in i.detections.iter() {
         println!(
             "  {:7.2} m  {:+7.2} m/s  {:+6.1} deg  {:5.1} dB",

@@ -27,7 +27,8 @@ pub fn run(c: &mut Client, period_ms: u32, frames: Option<u64>) -> Result<(), St
     .map_err(|e| e.to_string())?;
     crossterm::terminal::enable_raw_mode().map_err(|e| format!("terminal: {e}"))?;
     let mut stdout = std::io::stdout();
-    crossterm::execute!(stdout, crossterm::terminal::EnterAlternateScreen).map_err(|e| format!("terminal: {e}"))?;
+    crossterm::execute!(stdout, crossterm::terminal::EnterAlternateScreen)
+        .map_err(|e| format!("terminal: {e}"))?;
     let result = view(c, period, frames);
     let _ = crossterm::terminal::disable_raw_mode();
     let _ = crossterm::execute!(std::io::stdout(), crossterm::terminal::LeaveAlternateScreen);
@@ -42,18 +43,24 @@ pub fn run(c: &mut Client, period_ms: u32, frames: Option<u64>) -> Result<(), St
 }
 
 fn view(c: &mut Client, period: Duration, frames: Option<u64>) -> Result<(), String> {
-    let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout())).map_err(|e| format!("terminal: {e}"))?;
+    let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))
+        .map_err(|e| format!("terminal: {e}"))?;
     let mut status: Option<Status> = None;
     let mut last_stats = Instant::now() - period;
     let mut shown = 0u64;
     loop {
-        if let Some(p) = c.wait_push(Duration::from_millis(50)).map_err(|e| e.to_string())? {
+        if let Some(p) = c
+            .wait_push(Duration::from_millis(50))
+            .map_err(|e| e.to_string())?
+        {
             if p.key == StatusTopic::TOPIC_KEY {
                 status = postcard::from_bytes(&p.body).ok().or(status);
             }
         }
         if last_stats.elapsed() >= period {
-            let stats = c.call::<StatsEndpoint>(&(), "the statistics request").map_err(|e| e.to_string())?;
+            let stats = c
+                .call::<StatsEndpoint>(&(), "the statistics request")
+                .map_err(|e| e.to_string())?;
             last_stats = Instant::now();
             term.draw(|f| draw(f, status.as_ref(), Some(&stats)))
                 .map_err(|e| format!("terminal: {e}"))?;
@@ -64,7 +71,8 @@ fn view(c: &mut Client, period: Duration, frames: Option<u64>) -> Result<(), Str
         }
         while event::poll(Duration::ZERO).map_err(|e| format!("terminal: {e}"))? {
             if let Event::Key(k) = event::read().map_err(|e| format!("terminal: {e}"))? {
-                let ctrl_c = k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+                let ctrl_c =
+                    k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
                 if k.code == KeyCode::Char('q') || k.code == KeyCode::Esc || ctrl_c {
                     return Ok(());
                 }
@@ -77,11 +85,19 @@ fn draw(f: &mut ratatui::Frame<'_>, status: Option<&Status>, stats: Option<&Stat
     let area = f.area();
     let rows = Layout::default()
         .direction(Direction::Vertical)
-        .constraints([Constraint::Length(7), Constraint::Min(8), Constraint::Length(10)])
+        .constraints([
+            Constraint::Length(7),
+            Constraint::Min(8),
+            Constraint::Length(10),
+        ])
         .split(area);
     let head = match status {
         Some(s) => vec![
-            Line::from(format!("health {} ({})", show::health_name(s.health), s.health_reason)),
+            Line::from(format!(
+                "health {} ({})",
+                show::health_name(s.health),
+                s.health_reason
+            )),
             Line::from(format!(
                 "frames {}  rate {:.1} Hz  deadline misses {}  uptime {:.0} s",
                 s.frames,
@@ -91,7 +107,11 @@ fn draw(f: &mut ratatui::Frame<'_>, status: Option<&Status>, stats: Option<&Stat
             )),
             Line::from(format!(
                 "drops {}",
-                s.drops.iter().map(|d| format!("{} {}", d.reason, d.count)).collect::<Vec<_>>().join(", ")
+                s.drops
+                    .iter()
+                    .map(|d| format!("{} {}", d.reason, d.count))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
             Line::from(format!(
                 "latency last {:.3} ms  max {:.3} ms  loop cpu {:.1} %",
@@ -104,7 +124,11 @@ fn draw(f: &mut ratatui::Frame<'_>, status: Option<&Status>, stats: Option<&Stat
         None => vec![Line::from("waiting for the unit's first status push ...")],
     };
     f.render_widget(
-        Paragraph::new(head).block(Block::default().borders(Borders::ALL).title(" radar unit (q quits) ")),
+        Paragraph::new(head).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" radar unit (q quits) "),
+        ),
         rows[0],
     );
     if let Some(st) = stats {
@@ -145,7 +169,14 @@ fn draw(f: &mut ratatui::Frame<'_>, status: Option<&Status>, stats: Option<&Stat
         .unwrap_or_default();
     let n = status.map_or(0, |s| s.detections_last);
     let table = Table::new(det_rows, [Constraint::Length(10); 4])
-        .header(Row::new(vec!["range m", "vel m/s", "az deg", "SNR dB"]).style(Style::default().fg(Color::Yellow)))
-        .block(Block::default().borders(Borders::ALL).title(format!(" newest detections ({n}) ")));
+        .header(
+            Row::new(vec!["range m", "vel m/s", "az deg", "SNR dB"])
+                .style(Style::default().fg(Color::Yellow)),
+        )
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(format!(" newest detections ({n}) ")),
+        );
     f.render_widget(table, rows[2]);
 }

@@ -35,8 +35,13 @@ impl Pty {
             check(libc::grantpt(fd), "grantpt");
             check(libc::unlockpt(fd), "unlockpt");
             let mut name = [0 as libc::c_char; 128];
-            check(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), "ptsname_r");
-            let path = std::ffi::CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
+            check(
+                libc::ptsname_r(fd, name.as_mut_ptr(), name.len()),
+                "ptsname_r",
+            );
+            let path = std::ffi::CStr::from_ptr(name.as_ptr())
+                .to_string_lossy()
+                .into_owned();
             let master = File::from_raw_fd(fd);
             let slave = std::fs::OpenOptions::new()
                 .read(true)
@@ -46,7 +51,10 @@ impl Pty {
             let mut t: libc::termios = std::mem::zeroed();
             check(libc::tcgetattr(slave.as_raw_fd(), &mut t), "tcgetattr");
             libc::cfmakeraw(&mut t);
-            check(libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &t), "tcsetattr");
+            check(
+                libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &t),
+                "tcsetattr",
+            );
             Pty {
                 master,
                 slave_path: PathBuf::from(path),
@@ -106,8 +114,16 @@ impl Relay {
             let mut buf = [0u8; 4096];
             while !s.load(Ordering::Relaxed) {
                 let mut fds = [
-                    libc::pollfd { fd: a.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-                    libc::pollfd { fd: b.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                    libc::pollfd {
+                        fd: a.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
+                    libc::pollfd {
+                        fd: b.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
                 ];
                 // SAFETY: two valid pollfds.
                 let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, 20) };
@@ -286,7 +302,8 @@ pub fn radarctl_json(port: &Path, args: &[&str]) -> serde_json::Value {
     a.extend_from_slice(args);
     let (code, out, err) = radarctl(port, &a);
     assert_eq!(code, 0, "radarctl {args:?} failed: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("radarctl {args:?}: not JSON ({e}): {out}"))
+    serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("radarctl {args:?}: not JSON ({e}): {out}"))
 }
 
 /// Waits until radard's link answers and frames flow.
@@ -297,11 +314,17 @@ pub fn wait_ready(port: &Path, radard: &Radard) {
         if code == 0 {
             let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
             // The rate is measured over about a second of frames.
-            if v["frames"].as_u64().unwrap_or(0) > 10 && v["frame_rate_hz"].as_f64().unwrap_or(0.0) > 0.0 {
+            if v["frames"].as_u64().unwrap_or(0) > 10
+                && v["frame_rate_hz"].as_f64().unwrap_or(0.0) > 0.0
+            {
                 return;
             }
         }
-        assert!(Instant::now() < deadline, "radard did not come up; its log:\n{}", radard.log());
+        assert!(
+            Instant::now() < deadline,
+            "radard did not come up; its log:\n{}",
+            radard.log()
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }

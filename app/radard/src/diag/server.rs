@@ -283,12 +283,10 @@ impl Core<'_> {
     }
 
     fn send_schemas(&mut self, seq: VarSeq, k: &VarKey, out: &mut dyn Write) {
-        /// postcard-rpc's schema-data message (its variant order), without
-        /// the types, which this unit does not send.
+        /// postcard-rpc's schema-data message (its variant order).
         #[derive(Serialize)]
         enum SchemaData<'a> {
-            #[allow(dead_code)]
-            Type(()),
+            Type(&'a NamedType),
             Endpoint {
                 path: &'a str,
                 request_key: Key,
@@ -307,6 +305,32 @@ impl Core<'_> {
             topics_out_sent: 0,
             errors: 0,
         };
+        // The types first: a host client finds each endpoint's types among
+        // them by key (postcard-rpc's own server sends them first too).
+        let mut types: Vec<&NamedType> = Vec::new();
+        let all = ENDPOINT_SCHEMAS
+            .iter()
+            .flat_map(|&(req, resp)| [req, resp])
+            .chain(TOPIC_SCHEMAS);
+        for t in all {
+            if !types.contains(&t) {
+                types.push(t);
+            }
+        }
+        for t in types {
+            self.topic_seq = self.topic_seq.wrapping_add(1);
+            if send(
+                out,
+                GetAllSchemaDataTopic::TOPIC_KEY,
+                VarSeq::Seq4(self.topic_seq),
+                k,
+                &SchemaData::Type(t),
+            ) {
+                totals.types_sent += 1;
+            } else {
+                totals.errors += 1;
+            }
+        }
         for (path, request_key, response_key) in ENDPOINTS {
             let m = SchemaData::Endpoint {
                 path,
