@@ -202,7 +202,8 @@ pub fn render(s: &Snapshot) -> Result<Vec<u8>, String> {
         for dy in 0..6 {
             c.set(x, (TOP + PLOT_H + 1 + dy) as i64, TEXT);
         }
-        let label = format!("{t:.0}");
+        // + 0.0: ceil() of a small negative is -0.0, printed "-0".
+        let label = format!("{:.0}", t + 0.0);
         let w = Canvas::text_width(&font, 14.0, &label);
         c.text(
             &font,
@@ -235,7 +236,11 @@ pub fn render(s: &Snapshot) -> Result<Vec<u8>, String> {
         for dx in 0..6 {
             c.set((LEFT - 2 - dx) as i64, y, TEXT);
         }
-        let label = format!("{t:+.0}");
+        let label = if t == 0.0 {
+            "0".to_string()
+        } else {
+            format!("{t:+.0}")
+        };
         let w = Canvas::text_width(&font, 14.0, &label);
         c.text(
             &font,

@@ -243,7 +243,8 @@ fn get(core: &mut Core<'_>, args: &[&str], out: &mut String) -> Result<(), Strin
             p.value.kind(),
             show_value(&p.min),
             show_value(&p.max),
-            if p.unit.is_empty() {
+            // "1": dimensionless (a probability), as radarctl shows it.
+            if p.unit.is_empty() || p.unit.as_str() == "1" {
                 String::new()
             } else {
                 format!(" {}", p.unit)

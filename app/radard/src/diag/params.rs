@@ -18,8 +18,8 @@ pub const PFA_MIN: f64 = 1e-12;
 pub const PFA_MAX: f64 = 0.1;
 const WINDOW_MAX: i64 = 32;
 
-const WINDOW_READ_ONLY: &str =
-    "fixed at start-up (CUDA kernels are built for it); set [cfar] and restart";
+// Fits a Note (64 bytes). Fixed because the CUDA kernels are built for it.
+const WINDOW_READ_ONLY: &str = "fixed at start-up: change [cfar] in radard.toml, restart";
 
 /// The parameters and their current values as the server knows them
 /// (updated from the loop's answers).
