@@ -195,11 +195,10 @@ impl<const N: usize> LinkDecoder<N> {
                     overflowed: self.line_overflow,
                 });
             }
-            0x08 | 0x7F => {
-                if self.line_len > 0 {
-                    self.line_len -= 1;
-                    out(LinkEvent::Erase);
-                }
+            // Backspace on an empty line falls to the last arm: nothing.
+            0x08 | 0x7F if self.line_len > 0 => {
+                self.line_len -= 1;
+                out(LinkEvent::Erase);
             }
             0x09 | 0x20..=0x7E => {
                 let c = if b == 0x09 { b' ' } else { b };

@@ -67,7 +67,7 @@ fn is<E: Endpoint>(key: &VarKey) -> bool {
 fn body<T: DeserializeOwned>(hdr: VarHeader, body: &[u8]) -> Result<T, RequestFault> {
     match postcard::take_from_bytes::<T>(body) {
         // Trailing bytes are refused too: a frame is exactly one message.
-        Ok((v, rest)) if rest.is_empty() => Ok(v),
+        Ok((v, [])) => Ok(v),
         _ => Err(RequestFault {
             header: Some(hdr),
             error: WireErrorKind::DeserFailed,

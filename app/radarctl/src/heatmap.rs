@@ -46,9 +46,9 @@ impl Canvas {
     fn blend(&mut self, x: i64, y: i64, c: [u8; 3], a: f32) {
         if x >= 0 && y >= 0 && (x as usize) < W && (y as usize) < H {
             let i = (y as usize * W + x as usize) * 3;
-            for k in 0..3 {
-                let old = f32::from(self.px[i + k]);
-                self.px[i + k] = (old + (f32::from(c[k]) - old) * a.clamp(0.0, 1.0)).round() as u8;
+            for (p, &want) in self.px[i..i + 3].iter_mut().zip(&c) {
+                let old = f32::from(*p);
+                *p = (old + (f32::from(want) - old) * a.clamp(0.0, 1.0)).round() as u8;
             }
         }
     }
