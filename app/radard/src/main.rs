@@ -342,18 +342,6 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         |s| (s.backend.name().to_string(), s.reason.clone()),
     );
 
-    if cli.no_rt {
-        println!("radard: real-time set-up skipped (--no-rt)");
-    } else {
-        rt::apply_memory_and_affinity(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
-        for o in &rt_report.obtained {
-            println!("radard: rt: {o}");
-        }
-        for m in &rt_report.missing {
-            println!("radard: rt: NOT obtained: {m}; continuing best-effort (rt.strict refuses)");
-        }
-    }
-
     let fpga_index = cfg.sinks.iter().position(|k| k.kind == "fpga");
     if fpga_index.is_some() {
         setup::attach_fpga_tx(&mut source, fpga_record_bytes(cfg.chain.max_detections))
@@ -402,6 +390,9 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         );
     }
 
+    if !cli.no_rt {
+        rt::apply_memory(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
+    }
     let params = setup::start_params(cfg, chunk_streaming);
     source
         .as_dyn_mut()
@@ -421,6 +412,21 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             )),
     );
 
+    // Pinned only now: the simulator's thread (the FPGA's stand-in) was
+    // started above and keeps the other CPUs; threads started below leave the
+    // loop's CPU themselves (rt::normal_thread).
+    if cli.no_rt {
+        println!("radard: real-time set-up skipped (--no-rt)");
+    } else {
+        rt::apply_affinity(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
+        for o in &rt_report.obtained {
+            println!("radard: rt: {o}");
+        }
+        for m in &rt_report.missing {
+            println!("radard: rt: NOT obtained: {m}; continuing best-effort (rt.strict refuses)");
+        }
+    }
+
     let status_every = Duration::from_millis(u64::from(cfg.output.status_interval_ms));
     let (result, figures) = std::thread::scope(|scope| {
         let mut writers = Vec::new();
@@ -430,6 +436,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
                 let spawned = std::thread::Builder::new()
                     .name(format!("sink{i}"))
                     .spawn_scoped(scope, move || {
+                        rt::normal_thread();
                         run_writer(i, target, feed, board, sinks_done, 0)
                     });
                 match spawned {
@@ -439,6 +446,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             }
         }
         let printer = scope.spawn(|| {
+            rt::normal_thread();
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
             run_printer(
