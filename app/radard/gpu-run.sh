@@ -1,6 +1,7 @@
 #!/bin/bash
 # radard on the GPU machine: CUDA backend, simulator, default geometry,
 # 60 s at 8 ms frames (chunk period 500 us) and 60 s at 1 ms frames (62.5 us),
+# then shorter runs of both with backend.gpu_wait = "block",
 # with the appliance's real-time set-up (SCHED_FIFO, mlockall, one core), and
 # the hot-loop allocation test with CUDA required. Copied into the device
 # bundle by prepare.sh's caller; figures go to docs/performance.md.
@@ -21,10 +22,14 @@ done
 export LD_LIBRARY_PATH=/tmp/culibs:${LD_LIBRARY_PATH:-}
 echo "== hot loop (allocations, CUDA required)"
 RADAR_REQUIRE_CUDA=1 "$B/radard_hot_loop_alloc" 2>&1 | tee "$OUT/hot_loop.log" | tail -6
+# The same configuration with the loop sleeping on the GPU's interrupt.
+{ cat "$B/gpu-run.toml"; printf '[backend]\ngpu_wait = "block"\n'; } > /tmp/gpu-run-block.toml
 run() { # name, frames, radard args...
   local name=$1 frames=$2; shift 2
+  local config="$B/gpu-run.toml"
+  case $name in *-block) config=/tmp/gpu-run-block.toml ;; esac
   echo "== radard $name: $frames frames $*"
-  "$B/radard" --backend cuda --frames "$frames" --print-every 0 --config "$B/gpu-run.toml" \
+  "$B/radard" --backend cuda --frames "$frames" --print-every 0 --config "$config" \
     --stats-json "$OUT/radard-$name.json" "$@" > "$OUT/radard-$name.log" 2>&1
   echo "rc=$?"
   grep -E "^radard: (backend|chunk|rt|ring)|^summary|DEADLINE-MISS|NOT-PROCESSED" "$OUT/radard-$name.log" | head -40
@@ -32,3 +37,5 @@ run() { # name, frames, radard args...
 }
 run 8ms 7500 --chunk-period-us 500
 run 1ms 60000 --chunk-period-ns 62500
+run 8ms-block 2500 --chunk-period-us 500
+run 1ms-block 20000 --chunk-period-ns 62500

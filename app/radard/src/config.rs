@@ -18,6 +18,8 @@
 //! kind = "auto"             # auto | cuda | cpu
 //! stream_chunks = true      # start each DMA chunk's work as it lands, when
 //!                           # the backend can (CUDA); false: whole frames
+//! gpu_wait = "spin"         # spin | block | yield: how the loop waits for
+//!                           # the GPU (block: less CPU, a little more latency)
 //!
 //! [rt]
 //! priority = 80             # SCHED_FIFO; 0 = normal scheduling
@@ -181,6 +183,11 @@ pub struct BackendConfig {
     /// (CUDA with the ring in mapped memory); the CPU backend takes whole
     /// frames either way.
     pub stream_chunks: bool,
+    /// How the loop waits for the GPU's work: `spin` (default: no system
+    /// call, the loop's core busy while the GPU runs) or `block` (sleep until
+    /// the GPU's interrupt: far less CPU time, a little more latency);
+    /// `yield` spins yielding the CPU.
+    pub gpu_wait: String,
 }
 
 impl Default for BackendConfig {
@@ -188,6 +195,7 @@ impl Default for BackendConfig {
         BackendConfig {
             kind: "auto".into(),
             stream_chunks: true,
+            gpu_wait: "spin".into(),
         }
     }
 }
@@ -388,6 +396,23 @@ impl RadardConfig {
         }
     }
 
+    /// The CUDA backend's options from `backend.gpu_wait`.
+    pub fn cuda_options(&self) -> Result<radar_dsp::cuda::CudaOptions, ConfigError> {
+        match self.backend.gpu_wait.as_str() {
+            "spin" | "yield" | "block" => {
+                radar_dsp::cuda::CudaOptions::parse(&format!("wait={}", self.backend.gpu_wait))
+                    .map_err(|e| ConfigError::Invalid {
+                        key: "backend.gpu_wait",
+                        reason: e.to_string(),
+                    })
+            }
+            other => Err(ConfigError::Invalid {
+                key: "backend.gpu_wait",
+                reason: format!("{other:?} is not spin, yield or block"),
+            }),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.chain_config().validate()?;
         self.rt.validate()?;
@@ -395,6 +420,7 @@ impl RadardConfig {
         self.diag
             .validate()
             .map_err(|(key, reason)| ConfigError::Invalid { key, reason })?;
+        self.cuda_options()?;
         let s = &self.source;
         if s.slots < 2 {
             return Err(ConfigError::Invalid {
@@ -568,6 +594,7 @@ mod tests {
             ("[source]\nkind = \"usb\"", "kind"),
             ("[source]\nslot = 4", "slot"),
             ("[backend]\nkind = \"opencl\"", "backend.kind"),
+            ("[backend]\ngpu_wait = \"nap\"", "backend.gpu_wait"),
             ("[rt]\npriority = 200", "rt.priority"),
             ("[geometry]\nn_samples = 100", "geometry.n_samples"),
             (

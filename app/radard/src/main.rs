@@ -349,18 +349,6 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         |s| (s.backend.name().to_string(), s.reason.clone()),
     );
 
-    if cli.no_rt {
-        println!("radard: real-time set-up skipped (--no-rt)");
-    } else {
-        rt::apply_memory_and_affinity(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
-        for o in &rt_report.obtained {
-            println!("radard: rt: {o}");
-        }
-        for m in &rt_report.missing {
-            println!("radard: rt: NOT obtained: {m}; continuing best-effort (rt.strict refuses)");
-        }
-    }
-
     let fpga_index = cfg.sinks.iter().position(|k| k.kind == "fpga");
     if fpga_index.is_some() {
         setup::attach_fpga_tx(&mut source, fpga_record_bytes(cfg.chain.max_detections))
@@ -438,6 +426,9 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
     let mut reply_queue = live::ReplyQueue::new();
     let (param_link, server_link) = live::split(&mut change_queue, &mut reply_queue);
 
+    if !cli.no_rt {
+        rt::apply_memory(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
+    }
     let params = setup::start_params(cfg, chunk_streaming);
     source
         .as_dyn_mut()
@@ -457,6 +448,21 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             )),
     );
 
+    // Pinned only now: the simulator's thread (the FPGA's stand-in) was
+    // started above and keeps the other CPUs; threads started below leave the
+    // loop's CPU themselves (rt::normal_thread).
+    if cli.no_rt {
+        println!("radard: real-time set-up skipped (--no-rt)");
+    } else {
+        rt::apply_affinity(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
+        for o in &rt_report.obtained {
+            println!("radard: rt: {o}");
+        }
+        for m in &rt_report.missing {
+            println!("radard: rt: NOT obtained: {m}; continuing best-effort (rt.strict refuses)");
+        }
+    }
+
     let status_every = Duration::from_millis(u64::from(cfg.output.status_interval_ms));
     let (result, figures) = std::thread::scope(|scope| {
         let mut writers = Vec::new();
@@ -466,6 +472,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
                 let spawned = std::thread::Builder::new()
                     .name(format!("sink{i}"))
                     .spawn_scoped(scope, move || {
+                        rt::normal_thread();
                         run_writer(i, target, feed, board, sinks_done, 0)
                     });
                 match spawned {
@@ -475,6 +482,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             }
         }
         let printer = scope.spawn(|| {
+            rt::normal_thread();
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
             run_printer(
@@ -493,6 +501,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             let params = Params::new(cfg.chain_config(), cfg.output.print_every > 0);
             let done = &done;
             scope.spawn(move || {
+                rt::normal_thread();
                 let mut server =
                     diag::Server::new(board, unit_info, params, Some(server_link), None);
                 diag::serve(&cfg.diag, port, &mut server, done);

@@ -11,6 +11,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use radar_dsp::Detections;
@@ -27,30 +28,44 @@ thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
 }
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+/// Where the first counted allocation came from, so a failure names the
+/// code that allocated (the GPU machine has no debugger).
+static FIRST_ALLOCATION: OnceLock<String> = OnceLock::new();
 
 fn counting() -> bool {
     COUNTING.try_with(|c| c.get()).unwrap_or(false)
+}
+
+/// Count one allocation; the first one's backtrace is kept (captured with
+/// counting off, since capturing allocates).
+fn count_allocation() {
+    if ALLOCATIONS.fetch_add(1, Ordering::Relaxed) == 0 {
+        COUNTING.with(|c| c.set(false));
+        let trace = std::backtrace::Backtrace::force_capture().to_string();
+        let _ = FIRST_ALLOCATION.set(trace);
+        COUNTING.with(|c| c.set(true));
+    }
 }
 
 // SAFETY: forwards to the system allocator; counting has no side effects on memory.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         if counting() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            count_allocation();
         }
         // SAFETY: same contract as ours.
         unsafe { System.alloc(l) }
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         if counting() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            count_allocation();
         }
         // SAFETY: same contract as ours.
         unsafe { System.alloc_zeroed(l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         if counting() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            count_allocation();
         }
         // SAFETY: same contract as ours.
         unsafe { System.realloc(p, l, n) }
@@ -252,6 +267,9 @@ fn main() {
             o.frames_streamed
         );
         if allocs != 0 {
+            if let Some(trace) = FIRST_ALLOCATION.get() {
+                eprintln!("the first allocation after warm-up:\n{trace}");
+            }
             failed = true;
         }
         if case.chunk_events {
