@@ -7,7 +7,8 @@
 //! RADAR_REQUIRE_CUDA=1 it must be), else the CPU backend passing over the
 //! chunk events ("skipped: no CUDA" for the streamed part). Every sink is
 //! on: the detections feed (jsonl/udp sinks), the fpga sink's transmit, the
-//! status board and a power map every 10 frames.
+//! status board and a power map every 10 frames; three CFAR Pfa changes
+//! from the diagnostics server are applied in the counted frames.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -165,7 +166,34 @@ fn run_case(case: &Case) -> Outcome {
     let mut queue = LogQueue::new();
     let (producer, mut consumer) = queue.split();
     ALLOCATIONS.store(0, Ordering::Relaxed);
-    let mut on_warm = || COUNTING.with(|c| c.set(true));
+    // Parameter changes from the diagnostics server, applied by the loop in
+    // the counted frames: queued (tables built off the loop) when warm-up
+    // ends, taken at the top of the next frame.
+    let mut change_queue = radard::diag::live::ChangeQueue::new();
+    let mut reply_queue = radard::diag::live::ReplyQueue::new();
+    let (param_link, mut server_link) =
+        radard::diag::live::split(&mut change_queue, &mut reply_queue);
+    let diag_params = radard::diag::params::Params::new(cfg.chain_config(), true);
+    let mut changes: Vec<radard::diag::live::ParamChange> = [1e-3, 1e-5, 1e-6]
+        .iter()
+        .enumerate()
+        .map(|(i, &pfa)| {
+            let v = diag_params
+                .validate("cfar.pfa", diag_proto::ParamValue::Real(pfa))
+                .expect("a valid Pfa");
+            radard::diag::live::ParamChange {
+                id: i as u64 + 1,
+                param: v.param,
+                alpha: v.alpha,
+            }
+        })
+        .collect();
+    let mut on_warm = || {
+        for c in changes.drain(..) {
+            assert!(server_link.changes.enqueue(c).is_ok(), "change queue full");
+        }
+        COUNTING.with(|c| c.set(true))
+    };
     let mut ctx = LoopContext {
         log: producer,
         board: &board,
@@ -180,7 +208,7 @@ fn run_case(case: &Case) -> Outcome {
         n_loops: g.n_loops,
         n_samples: g.n_samples,
         on_warm: &mut on_warm,
-        params: None,
+        params: Some(param_link),
     };
     let b = backend
         .as_mut()
@@ -188,6 +216,16 @@ fn run_case(case: &Case) -> Outcome {
     let end = frame_loop::run(source.as_dyn(), b, &mut dets, &opts, &mut ctx);
     COUNTING.with(|c| c.set(false));
     assert_eq!(end.expect("loop ran"), LoopEnd::FrameLimit);
+    drop(ctx);
+    let mut applied = 0;
+    while let Some(r) = server_link.replies.dequeue() {
+        assert!(r.at_frame > 8, "change {} applied in warm-up", r.id);
+        if content == Content::Scene {
+            assert_eq!(r.refused, None, "change {} refused", r.id);
+        }
+        applied += 1;
+    }
+    assert_eq!(applied, 3, "the loop answered every parameter change");
     let mut lines = 0;
     while consumer.dequeue().is_some() {
         lines += 1;
