@@ -40,6 +40,8 @@ step rust:clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 # their "skipped: no CUDA" lines appear in the log, not only on failure.
 step rust:test cargo test --workspace --release --locked -- --show-output
 step rust:aarch64 cargo build --workspace --release --locked --target aarch64-unknown-linux-gnu
+# The serial diagnostics protocol crate builds no_std (a microcontroller target).
+step rust:nostd bash tests/diag-proto-nostd.sh
 step kmod bash tests/kmod-checks.sh
 step qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
 step qemu:debug bash tests/qemu/run.sh --kernel debug --suite all

@@ -73,6 +73,14 @@ pub trait Backend {
         0
     }
 
+    /// Use new CFAR scale factors from the next frame on: `alpha[r]` per
+    /// range bin, as [`crate::cfar::CfarTables::alpha`] computes them for
+    /// this geometry and CFAR window with another Pfa (compute them off the
+    /// frame loop; the inverse beta function is slow). Called between
+    /// frames; copies into the buffers the backend already holds and never
+    /// allocates. Errors when the length is not `N_s`.
+    fn set_cfar_alpha(&mut self, alpha: &[f64]) -> Result<(), DspError>;
+
     /// The non-coherently integrated power map `P[d][r]` of the last
     /// processed frame, Doppler-major, fftshifted (`N_l * N_s` values).
     fn power_map(&mut self, out: &mut Vec<f32>) -> Result<(), DspError>;

@@ -92,6 +92,27 @@ pub fn alpha(n_eff: u32, k: usize, pfa: f64) -> Result<f64, DspError> {
     Ok(a)
 }
 
+/// Refuses a scale-factor table that does not fit `n_samples` range bins
+/// or holds a value that is not a finite number above zero.
+pub fn check_alpha(alpha: &[f64], n_samples: usize) -> Result<(), DspError> {
+    if alpha.len() != n_samples {
+        return Err(DspError::config(
+            "cfar.pfa",
+            format!(
+                "a table of {} scale factors for {n_samples} range bins",
+                alpha.len()
+            ),
+        ));
+    }
+    if let Some(a) = alpha.iter().find(|a| !(a.is_finite() && **a > 0.0)) {
+        return Err(DspError::config(
+            "cfar.pfa",
+            format!("scale factor {a} is not a finite number above zero"),
+        ));
+    }
+    Ok(())
+}
+
 /// Per-range-bin CFAR constants, computed once per configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CfarTables {
@@ -261,6 +282,14 @@ impl CfarEngine {
         &self.tables
     }
 
+    /// Replaces the scale factors (a new Pfa, same window): `alpha[r]` per
+    /// range bin. Copies; never allocates.
+    pub fn set_alpha(&mut self, alpha: &[f64]) -> Result<(), DspError> {
+        check_alpha(alpha, self.ns)?;
+        self.tables.alpha.copy_from_slice(alpha);
+        Ok(())
+    }
+
     /// Run CFAR and peak grouping on a Doppler-major power map `P[d][r]`.
     /// `peaks` is cleared and filled in ascending (Doppler, range) order;
     /// reserve `N_l * N_s` in it once and this never allocates. Returns the
@@ -425,6 +454,27 @@ mod tests {
             assert!(((p.mu - mu) / mu).abs() < 1e-12, "mu {} vs {mu}", p.mu);
         }
         assert!(want_hits > 0, "the test map must produce hits");
+    }
+
+    #[test]
+    fn new_alpha_acts_like_an_engine_built_with_that_pfa() {
+        let mut cfg = ChainConfig::default();
+        cfg.cfar.pfa = 1e-6;
+        let mut engine = CfarEngine::new(&cfg).unwrap();
+        cfg.cfar.pfa = 1e-2;
+        let fresh = CfarEngine::new(&cfg).unwrap();
+        let tables = CfarTables::new(&cfg).unwrap();
+        engine.set_alpha(&tables.alpha).unwrap();
+        assert_eq!(engine.tables(), fresh.tables());
+        assert!(engine.set_alpha(&tables.alpha[1..]).is_err());
+        let mut bad = tables.alpha.clone();
+        bad[3] = f64::NAN;
+        assert!(engine.set_alpha(&bad).is_err());
+        assert_eq!(
+            engine.tables(),
+            fresh.tables(),
+            "a refused table changes nothing"
+        );
     }
 
     #[test]

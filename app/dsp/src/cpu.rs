@@ -513,6 +513,10 @@ impl CpuBackend {
 }
 
 impl Backend for CpuBackend {
+    fn set_cfar_alpha(&mut self, alpha: &[f64]) -> Result<(), DspError> {
+        self.cfar.set_alpha(alpha)
+    }
+
     fn name(&self) -> &'static str {
         "cpu"
     }

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use crate::backend::Backend;
 use crate::config::ChainConfig;
 use crate::cpu::CpuBackend;
-use crate::cuda::CudaBackend;
+use crate::cuda::{CudaBackend, CudaOptions};
 use crate::error::DspError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -60,6 +60,16 @@ pub fn select_backend_explained(
     kind: BackendKind,
     cfg: &ChainConfig,
 ) -> Result<SelectedBackend, DspError> {
+    select_backend_with_options(kind, cfg, &CudaOptions::default())
+}
+
+/// [`select_backend_explained`] with the CUDA backend's launch and wait
+/// choices (unused by the CPU backend).
+pub fn select_backend_with_options(
+    kind: BackendKind,
+    cfg: &ChainConfig,
+    cuda_opts: &CudaOptions,
+) -> Result<SelectedBackend, DspError> {
     let cpu = |reason: String| -> Result<SelectedBackend, DspError> {
         Ok(SelectedBackend {
             backend: Box::new(CpuBackend::new(cfg)?),
@@ -70,7 +80,7 @@ pub fn select_backend_explained(
     match kind {
         BackendKind::Cpu => cpu("cpu backend: requested".to_string()),
         BackendKind::Cuda => {
-            let b = CudaBackend::new(cfg)?;
+            let b = CudaBackend::with_options(cfg, cuda_opts)?;
             let reason = format!("cuda backend: requested; device {}", b.device());
             Ok(SelectedBackend {
                 backend: Box::new(b),
@@ -82,7 +92,7 @@ pub fn select_backend_explained(
             Err(why) => cpu(format!(
                 "auto: CUDA unusable ({why}); using the cpu backend"
             )),
-            Ok(info) => match CudaBackend::new(cfg) {
+            Ok(info) => match CudaBackend::with_options(cfg, cuda_opts) {
                 Ok(b) => Ok(SelectedBackend {
                     backend: Box::new(b),
                     kind: BackendKind::Cuda,

@@ -20,6 +20,8 @@
 //! kind = "auto"             # auto | cuda | cpu
 //! stream_chunks = true      # start each DMA chunk's work as it lands, when
 //!                           # the backend can (CUDA); false: whole frames
+//! gpu_wait = "spin"         # spin | block | yield: how the loop waits for
+//!                           # the GPU (block: less CPU, a little more latency)
 //!
 //! [rt]
 //! priority = 80             # SCHED_FIFO; 0 = normal scheduling
@@ -62,6 +64,9 @@
 //! reader = "auto"           # auto (NVML, else Jetson sysfs) | nvml | sysfs
 //! sysfs_root = "/"          # where sys/class/... is read (tests: a fixture)
 //! interval_ms = 1000
+//! [diag]
+//! port = "/dev/ttyTHS0"     # serial diagnostics link; none without it
+//! baud = 115200
 //!
 //! # The processing chain: [geometry], [physical], [cfar], [chain]
 //! # (see docs/processing-chain.md).
@@ -215,6 +220,11 @@ pub struct BackendConfig {
     /// (CUDA with the ring in mapped memory); the CPU backend takes whole
     /// frames either way.
     pub stream_chunks: bool,
+    /// How the loop waits for the GPU's work: `spin` (default: no system
+    /// call, the loop's core busy while the GPU runs) or `block` (sleep until
+    /// the GPU's interrupt: far less CPU time, a little more latency);
+    /// `yield` spins yielding the CPU.
+    pub gpu_wait: String,
 }
 
 impl Default for BackendConfig {
@@ -222,6 +232,7 @@ impl Default for BackendConfig {
         BackendConfig {
             kind: "auto".into(),
             stream_chunks: true,
+            gpu_wait: "spin".into(),
         }
     }
 }
@@ -356,6 +367,7 @@ pub struct RadardConfig {
     pub backend: BackendConfig,
     pub rt: RtConfig,
     pub output: OutputConfig,
+    pub diag: crate::diag::DiagConfig,
     #[serde(rename = "loop")]
     pub frame_loop: LoopConfig,
     pub health: HealthConfig,
@@ -422,10 +434,31 @@ impl RadardConfig {
         }
     }
 
+    /// The CUDA backend's options from `backend.gpu_wait`.
+    pub fn cuda_options(&self) -> Result<radar_dsp::cuda::CudaOptions, ConfigError> {
+        match self.backend.gpu_wait.as_str() {
+            "spin" | "yield" | "block" => {
+                radar_dsp::cuda::CudaOptions::parse(&format!("wait={}", self.backend.gpu_wait))
+                    .map_err(|e| ConfigError::Invalid {
+                        key: "backend.gpu_wait",
+                        reason: e.to_string(),
+                    })
+            }
+            other => Err(ConfigError::Invalid {
+                key: "backend.gpu_wait",
+                reason: format!("{other:?} is not spin, yield or block"),
+            }),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.chain_config().validate()?;
         self.rt.validate()?;
         self.backend_kind()?;
+        self.diag
+            .validate()
+            .map_err(|(key, reason)| ConfigError::Invalid { key, reason })?;
+        self.cuda_options()?;
         let s = &self.source;
         if s.kind == SourceKind::Replay && s.replay_file.is_none() {
             return Err(ConfigError::Invalid {
@@ -608,6 +641,7 @@ mod tests {
             ("[source]\nkind = \"usb\"", "kind"),
             ("[source]\nslot = 4", "slot"),
             ("[backend]\nkind = \"opencl\"", "backend.kind"),
+            ("[backend]\ngpu_wait = \"nap\"", "backend.gpu_wait"),
             ("[rt]\npriority = 200", "rt.priority"),
             ("[geometry]\nn_samples = 100", "geometry.n_samples"),
             (
@@ -625,6 +659,8 @@ mod tests {
             ("[source]\nreplay_rate = \"fast\"", "replay_rate"),
             ("[telemetry]\ninterval_ms = 5", "telemetry.interval_ms"),
             ("[telemetry]\nreader = \"ipmi\"", "reader"),
+            ("[diag]\nbaud = 7", "diag.baud"),
+            ("[diag]\nport = \"\"", "diag.port"),
             ("[[sink]]\nkind = \"smtp\"", "sink[0].kind"),
             ("[[sink]]\nkind = \"jsonl\"", "sink[0].path"),
             (

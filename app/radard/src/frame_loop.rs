@@ -16,6 +16,7 @@ use tegra_p2p::{Frame, FrameSource, SequenceTracker, TxTarget, verify_test_patte
 use thiserror::Error;
 
 use crate::config::{Content, LoopPolicy};
+use crate::diag::live::{LoopSettings, ParamLink};
 use crate::report::{FrameRecord, PayloadCheck, SHOWN_DETECTIONS, ShownDetection};
 use crate::sinks::DetectionFeed;
 use crate::status::{
@@ -180,6 +181,8 @@ pub struct LoopContext<'q, 'a> {
     pub n_samples: usize,
     /// Called once, when the warm-up frames are done.
     pub on_warm: &'a mut dyn FnMut(),
+    /// Parameter changes from the diagnostics server, applied between frames.
+    pub params: Option<ParamLink<'q>>,
 }
 
 /// The next thing the source has for the loop.
@@ -273,6 +276,10 @@ pub fn run(
     let board = ctx.board;
     let mut count: u64 = 0;
     let mut sequence = SequenceTracker::new();
+    let mut settings = LoopSettings {
+        print_every: opts.print_every,
+        print_every_on: opts.print_every,
+    };
     let mut snap = StatusSnapshot::default();
     let mut rate_start = now_ns();
     let mut rate_frames = 0u64;
@@ -281,6 +288,9 @@ pub fn run(
     let end = loop {
         if ctx.stop.load(Ordering::Relaxed) {
             break LoopEnd::StopRequested;
+        }
+        if let Some(p) = ctx.params.as_mut() {
+            p.apply_pending(backend.as_deref_mut(), &mut settings, count);
         }
         if opts.max_frames.is_some_and(|m| count >= m) {
             break LoopEnd::FrameLimit;
@@ -541,7 +551,7 @@ pub fn run(
                 rec.check,
                 PayloadCheck::PatternMismatch(_) | PayloadCheck::CrcMismatch
             );
-        let print = opts.print_every > 0 && count % u64::from(opts.print_every) == 0;
+        let print = settings.print_every > 0 && count % u64::from(settings.print_every) == 0;
         if (print || failed) && ctx.log.enqueue(rec).is_err() {
             snap.log_records_lost += 1;
         }

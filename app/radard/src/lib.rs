@@ -8,6 +8,7 @@
 //! `record` and `replay` the recorded frame files.
 
 pub mod config;
+pub mod diag;
 pub mod frame_loop;
 pub mod record;
 pub mod recording;

@@ -15,6 +15,7 @@ use std::time::Duration;
 use clap::Parser;
 use radar_dsp::Detections;
 use radard::config::{Content, LoopPolicy, RadardConfig, ReplayRate, SinkConfig, SourceKind};
+use radard::diag::{self, live, params::Params, view::UnitInfo};
 use radard::frame_loop::{self, FpgaSink, LatencyLog, LoopContext, LoopEnd, LoopOptions};
 use radard::report::{LogQueue, run_printer};
 use radard::service::{Supervisor, ThreadCpuClock, rss_kib};
@@ -87,6 +88,9 @@ struct Cli {
     /// Skip the real-time set-up (development).
     #[arg(long, global = true)]
     no_rt: bool,
+    /// Serial device of the diagnostics link ([diag] port).
+    #[arg(long, global = true)]
+    diag_port: Option<PathBuf>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long, global = true)]
     print_config: bool,
@@ -286,6 +290,9 @@ fn load_config(cli: &Cli) -> Result<RadardConfig, String> {
     if cli.strict_rt {
         cfg.rt.strict = true;
     }
+    if let Some(p) = &cli.diag_port {
+        cfg.diag.port = Some(p.clone());
+    }
     for a in &cli.sinks {
         cfg.sinks.push(SinkConfig::from_arg(a)?);
     }
@@ -459,18 +466,6 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         |s| (s.backend.name().to_string(), s.reason.clone()),
     );
 
-    if cli.no_rt {
-        println!("radard: real-time set-up skipped (--no-rt)");
-    } else {
-        rt::apply_memory_and_affinity(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
-        for o in &rt_report.obtained {
-            println!("radard: rt: {o}");
-        }
-        for m in &rt_report.missing {
-            println!("radard: rt: NOT obtained: {m}; continuing best-effort (rt.strict refuses)");
-        }
-    }
-
     // A replay ends with its recording.
     let max_frames = match &source {
         setup::Source::Replay(r) => Some(cli.frames.map_or(r.frames(), |n| n.min(r.frames()))),
@@ -516,7 +511,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
     let (producer, consumer) = queue.split();
     // The loop runs on this thread: its CPU clock is read by the status thread.
     let cpu_clock = ThreadCpuClock::of_current_thread();
-    let telemetry_cell = TelemetryCell::default();
+    let telemetry_cell = Arc::new(TelemetryCell::default());
     let mut supervisor = Supervisor::new(&board, cfg.health.clone(), cpu_clock, 10_000);
     if let Some(w) = supervisor.watchdog() {
         println!(
@@ -525,6 +520,39 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         );
     }
 
+    // The diagnostics link: opened now, so that a wrong port is named at start-up.
+    let diag_port = match &cfg.diag.port {
+        Some(path) => {
+            let port = diag::open(&cfg.diag, path).map_err(|e| e.to_string())?;
+            println!(
+                "radard: diagnostics on {} at {} baud (radarctl, or a terminal: type help)",
+                path.display(),
+                cfg.diag.baud
+            );
+            Some(port)
+        }
+        None => None,
+    };
+    let unit_info = UnitInfo {
+        kmod: diag::kmod_version(cfg.source.kind == SourceKind::Sim),
+        fpga: match cfg.source.kind {
+            SourceKind::Sim => "simulator".into(),
+            SourceKind::Kmod => "unknown".into(),
+            SourceKind::Replay => "none (a replay)".into(),
+        },
+        boot_slot: diag::boot_slot(),
+        source: source.as_dyn().name().to_string(),
+        backend: backend_name.clone(),
+        frame_period_ns: cfg.frame_period().map(|p| p.as_nanos() as u64),
+        sink_names: sink_names.clone(),
+    };
+    let mut change_queue = live::ChangeQueue::new();
+    let mut reply_queue = live::ReplyQueue::new();
+    let (param_link, server_link) = live::split(&mut change_queue, &mut reply_queue);
+
+    if !cli.no_rt {
+        rt::apply_memory(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
+    }
     let params = setup::start_params(cfg, chunk_streaming);
     source
         .as_dyn_mut()
@@ -555,6 +583,21 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
     }
     supervisor.show_telemetry(&telemetry_cell);
 
+    // Pinned only now: the simulator's thread (the FPGA's stand-in) was
+    // started above and keeps the other CPUs; threads started below leave the
+    // loop's CPU themselves (rt::normal_thread).
+    if cli.no_rt {
+        println!("radard: real-time set-up skipped (--no-rt)");
+    } else {
+        rt::apply_affinity(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
+        for o in &rt_report.obtained {
+            println!("radard: rt: {o}");
+        }
+        for m in &rt_report.missing {
+            println!("radard: rt: NOT obtained: {m}; continuing best-effort (rt.strict refuses)");
+        }
+    }
+
     let status_every = Duration::from_millis(u64::from(cfg.output.status_interval_ms));
     let (result, figures) = std::thread::scope(|scope| {
         if let Some(mut reader) = telemetry_reader {
@@ -563,6 +606,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             let spawned = std::thread::Builder::new()
                 .name("telemetry".into())
                 .spawn_scoped(scope, move || {
+                    rt::normal_thread();
                     telemetry::run(reader.as_mut(), cell, interval, stop)
                 });
             if let Err(e) = spawned {
@@ -576,6 +620,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
                 let spawned = std::thread::Builder::new()
                     .name(format!("sink{i}"))
                     .spawn_scoped(scope, move || {
+                        rt::normal_thread();
                         run_writer(i, target, feed, board, sinks_done, 0)
                     });
                 match spawned {
@@ -585,6 +630,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             }
         }
         let printer = scope.spawn(|| {
+            rt::normal_thread();
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
             run_printer(
@@ -597,6 +643,20 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
                 &mut out,
             );
             supervisor
+        });
+        let diag_thread = diag_port.map(|port| {
+            let board = board.clone();
+            let params = Params::new(cfg.chain_config(), cfg.output.print_every > 0);
+            let done = &done;
+            let cell = telemetry_cell.clone();
+            let gpu: diag::view::GpuReader =
+                Box::new(move || cell.latest().and_then(|t| t.gpu_telemetry()));
+            scope.spawn(move || {
+                rt::normal_thread();
+                let mut server =
+                    diag::Server::new(board, unit_info, params, Some(server_link), Some(gpu));
+                diag::serve(&cfg.diag, port, &mut server, done);
+            })
         });
         let mut on_warm = || {};
         let mut ctx = LoopContext {
@@ -613,6 +673,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             n_loops: g.n_loops,
             n_samples: g.n_samples,
             on_warm: &mut on_warm,
+            params: cfg.diag.port.is_some().then_some(param_link),
         };
         let backend = selected
             .as_mut()
@@ -625,6 +686,9 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         done.store(true, Ordering::Release);
         telemetry_stop.store(true, Ordering::Relaxed);
         let figures = printer.join().ok().map(|mut s| s.finish(&board.snapshot()));
+        if let Some(t) = diag_thread {
+            let _ = t.join();
+        }
         (r, figures.unwrap_or_default())
     });
     let counters = source.as_dyn().counters().ok();

@@ -4,8 +4,14 @@
 //! Missing privileges are reported, and the loop goes on best-effort unless
 //! `strict` asks to refuse.
 
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+/// The CPUs the process had before the loop thread was pinned, less the
+/// loop's CPU: where every other thread of radard runs.
+static OTHER_CPUS: OnceLock<libc::cpu_set_t> = OnceLock::new();
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -104,13 +110,29 @@ pub fn apply_scheduling(cfg: &RtConfig, rep: &mut RtReport) -> Result<(), RtErro
 /// memory, pin the loop thread (only it: workers stay free to use the other
 /// cores), prefault its stack.
 pub fn apply_memory_and_affinity(cfg: &RtConfig, rep: &mut RtReport) -> Result<(), RtError> {
+    apply_memory(cfg, rep)?;
+    apply_affinity(cfg, rep)
+}
+
+/// Lock memory (before the stream starts: locking a large ring takes
+/// a while, and frames would be dropped meanwhile).
+pub fn apply_memory(cfg: &RtConfig, rep: &mut RtReport) -> Result<(), RtError> {
     cfg.validate()?;
     if cfg.lock_memory {
         // SAFETY: mlockall takes flags only.
         let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
         note(rep, rc, "memory locked (mlockall)", "mlockall");
     }
+    strict(cfg, rep)
+}
+
+/// Pin the calling (loop) thread and prefault its stack: last, once the
+/// threads that must not share its CPU exist (they keep the others; later
+/// ones leave it through [`normal_thread`]).
+pub fn apply_affinity(cfg: &RtConfig, rep: &mut RtReport) -> Result<(), RtError> {
+    cfg.validate()?;
     if let Some(cpu) = cfg.cpu {
+        remember_other_cpus(cpu);
         // SAFETY: cpu_set_t is plain data; CPU_SET stays inside it because
         // `cpu` was validated against the CPU count (< CPU_SETSIZE here).
         let rc = unsafe {
@@ -133,6 +155,41 @@ pub fn apply_memory_and_affinity(cfg: &RtConfig, rep: &mut RtReport) -> Result<(
         ));
     }
     strict(cfg, rep)
+}
+
+/// Keep the process's CPUs, less `loop_cpu` (unless that leaves none), for
+/// [`normal_thread`].
+fn remember_other_cpus(loop_cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its
+    // size; CPU_CLR/CPU_COUNT stay inside it (loop_cpu was validated).
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return;
+        }
+        let all = set;
+        libc::CPU_CLR(loop_cpu, &mut set);
+        if libc::CPU_COUNT(&set) == 0 { all } else { set }
+    };
+    let _ = OTHER_CPUS.set(set);
+}
+
+/// Called first by each of radard's other threads (sinks, status,
+/// telemetry, diagnostics): the normal scheduler, whatever real-time policy
+/// it inherited from the loop thread, and off the loop's CPU when the loop
+/// was pinned, so none of them competes with the loop for its core.
+/// Best-effort: a thread that cannot change either keeps running.
+pub fn normal_thread() {
+    // SAFETY: sched_param is plain integers, all-zero (priority 0) is valid
+    // (musl's has more fields than glibc's, so no struct literal).
+    let param: libc::sched_param = unsafe { std::mem::zeroed() };
+    // SAFETY: param is a valid sched_param for the call's duration; lowering
+    // the calling thread's policy needs no privilege.
+    let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+    if let Some(set) = OTHER_CPUS.get() {
+        // SAFETY: set is a valid cpu_set_t of the size passed.
+        let _ = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+    }
 }
 
 fn strict(cfg: &RtConfig, rep: &RtReport) -> Result<(), RtError> {
@@ -202,5 +259,46 @@ mod tests {
         let rep = apply(&cfg).expect("best effort never fails");
         assert!(rep.obtained.iter().any(|s| s.contains("stack prefaulted")));
         assert_eq!(rep.obtained.len() + rep.missing.len(), 2, "{rep:?}");
+    }
+
+    /// Threads started by a pinned loop thread leave its CPU (where the
+    /// machine has another) and the real-time policy.
+    #[test]
+    fn normal_threads_leave_the_loop_cpu() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let on_cpu0 = std::thread::spawn(move || {
+            let cfg = RtConfig {
+                priority: 0,
+                cpu: Some(0),
+                lock_memory: false,
+                stack_prefault_bytes: 0,
+                strict: false,
+            };
+            apply(&cfg).expect("best effort never fails");
+            std::thread::spawn(|| {
+                normal_thread();
+                // SAFETY: plain data, written by the call for its size.
+                unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    assert_eq!(
+                        libc::sched_getaffinity(
+                            0,
+                            std::mem::size_of::<libc::cpu_set_t>(),
+                            &mut set
+                        ),
+                        0
+                    );
+                    (libc::CPU_ISSET(0, &set), libc::sched_getscheduler(0))
+                }
+            })
+            .join()
+            .expect("child thread")
+        })
+        .join()
+        .expect("pinned thread");
+        assert_eq!(on_cpu0.1, libc::SCHED_OTHER);
+        if cpus > 1 {
+            assert!(!on_cpu0.0, "a normal thread stayed on the loop's CPU");
+        }
     }
 }

@@ -93,6 +93,8 @@ pub fn write_health_file(path: &Path, good_frames: u64, sequence: u64) -> std::i
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ServiceFigures {
     pub rss_warm_kib: Option<u64>,
+    /// The loop thread's CPU time and frames since the first status
+    /// interval (set-up and the first frames' warm-up left out).
     pub loop_cpu_total_ns: u64,
     pub loop_cpu_frames: u64,
     pub watchdog_pings: u64,
@@ -104,6 +106,8 @@ pub struct Supervisor<'a> {
     health: HealthConfig,
     cpu: Option<ThreadCpuClock>,
     cpu_last: (u64, u64),
+    /// (CPU ns, frames) at the first status interval.
+    cpu_base: Option<(u64, u64)>,
     watchdog: Option<Duration>,
     next_ping: Instant,
     ping_progress: (u64, u64),
@@ -131,6 +135,7 @@ impl<'a> Supervisor<'a> {
             health,
             cpu,
             cpu_last: (cpu.and_then(|c| c.read_ns()).unwrap_or(0), 0),
+            cpu_base: None,
             watchdog,
             next_ping: Instant::now(),
             ping_progress: (0, 0),
@@ -253,8 +258,9 @@ impl StatusHook for Supervisor<'_> {
             let per = total.saturating_sub(t0) / frames.saturating_sub(f0).max(1);
             self.cpu_last = (total, frames);
             self.board.set_loop_cpu(per, total);
-            self.figures.loop_cpu_total_ns = total;
-            self.figures.loop_cpu_frames = frames;
+            let (tb, fb) = *self.cpu_base.get_or_insert((total, frames));
+            self.figures.loop_cpu_total_ns = total.saturating_sub(tb);
+            self.figures.loop_cpu_frames = frames.saturating_sub(fb);
         }
         if self.ready {
             let status = format!(

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use radar_dsp::scene::{Scene, SceneGenerator, Target};
-use radar_dsp::select::{SelectedBackend, select_backend_explained};
+use radar_dsp::select::{SelectedBackend, select_backend_with_options};
 use radar_dsp::{Backend, DspError, SlotAddr};
 use tegra_p2p::source::Event;
 use tegra_p2p::{
@@ -240,10 +240,12 @@ pub fn open_backend(
     cfg: &RadardConfig,
     source: &Source,
 ) -> Result<(SelectedBackend, bool), SetupError> {
-    let mut sel = select_backend_explained(
+    let mut sel = select_backend_with_options(
         cfg.backend_kind()
             .map_err(|e| SetupError::Other(e.to_string()))?,
         &cfg.chain_config(),
+        &cfg.cuda_options()
+            .map_err(|e| SetupError::Other(e.to_string()))?,
     )?;
     let ring = source.as_dyn().ring();
     let slots: Vec<SlotAddr> = (0..ring.nr_slots())

@@ -7,10 +7,12 @@
 //! RADAR_REQUIRE_CUDA=1 it must be), else the CPU backend passing over the
 //! chunk events ("skipped: no CUDA" for the streamed part). Every sink is
 //! on: the detections feed (jsonl/udp sinks), the fpga sink's transmit, the
-//! status board and a power map every 10 frames.
+//! status board and a power map every 10 frames; three CFAR Pfa changes
+//! from the diagnostics server are applied in the counted frames.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use radar_dsp::Detections;
@@ -27,30 +29,44 @@ thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
 }
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+/// Where the first counted allocation came from, so a failure names the
+/// code that allocated (the GPU machine has no debugger).
+static FIRST_ALLOCATION: OnceLock<String> = OnceLock::new();
 
 fn counting() -> bool {
     COUNTING.try_with(|c| c.get()).unwrap_or(false)
+}
+
+/// Count one allocation; the first one's backtrace is kept (captured with
+/// counting off, since capturing allocates).
+fn count_allocation() {
+    if ALLOCATIONS.fetch_add(1, Ordering::Relaxed) == 0 {
+        COUNTING.with(|c| c.set(false));
+        let trace = std::backtrace::Backtrace::force_capture().to_string();
+        let _ = FIRST_ALLOCATION.set(trace);
+        COUNTING.with(|c| c.set(true));
+    }
 }
 
 // SAFETY: forwards to the system allocator; counting has no side effects on memory.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         if counting() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            count_allocation();
         }
         // SAFETY: same contract as ours.
         unsafe { System.alloc(l) }
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         if counting() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            count_allocation();
         }
         // SAFETY: same contract as ours.
         unsafe { System.alloc_zeroed(l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         if counting() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            count_allocation();
         }
         // SAFETY: same contract as ours.
         unsafe { System.realloc(p, l, n) }
@@ -150,7 +166,34 @@ fn run_case(case: &Case) -> Outcome {
     let mut queue = LogQueue::new();
     let (producer, mut consumer) = queue.split();
     ALLOCATIONS.store(0, Ordering::Relaxed);
-    let mut on_warm = || COUNTING.with(|c| c.set(true));
+    // Parameter changes from the diagnostics server, applied by the loop in
+    // the counted frames: queued (tables built off the loop) when warm-up
+    // ends, taken at the top of the next frame.
+    let mut change_queue = radard::diag::live::ChangeQueue::new();
+    let mut reply_queue = radard::diag::live::ReplyQueue::new();
+    let (param_link, mut server_link) =
+        radard::diag::live::split(&mut change_queue, &mut reply_queue);
+    let diag_params = radard::diag::params::Params::new(cfg.chain_config(), true);
+    let mut changes: Vec<radard::diag::live::ParamChange> = [1e-3, 1e-5, 1e-6]
+        .iter()
+        .enumerate()
+        .map(|(i, &pfa)| {
+            let v = diag_params
+                .validate("cfar.pfa", diag_proto::ParamValue::Real(pfa))
+                .expect("a valid Pfa");
+            radard::diag::live::ParamChange {
+                id: i as u64 + 1,
+                param: v.param,
+                alpha: v.alpha,
+            }
+        })
+        .collect();
+    let mut on_warm = || {
+        for c in changes.drain(..) {
+            assert!(server_link.changes.enqueue(c).is_ok(), "change queue full");
+        }
+        COUNTING.with(|c| c.set(true))
+    };
     let mut ctx = LoopContext {
         log: producer,
         board: &board,
@@ -165,6 +208,7 @@ fn run_case(case: &Case) -> Outcome {
         n_loops: g.n_loops,
         n_samples: g.n_samples,
         on_warm: &mut on_warm,
+        params: Some(param_link),
     };
     let b = backend
         .as_mut()
@@ -172,6 +216,16 @@ fn run_case(case: &Case) -> Outcome {
     let end = frame_loop::run(source.as_dyn(), b, &mut dets, &opts, &mut ctx);
     COUNTING.with(|c| c.set(false));
     assert_eq!(end.expect("loop ran"), LoopEnd::FrameLimit);
+    drop(ctx);
+    let mut applied = 0;
+    while let Some(r) = server_link.replies.dequeue() {
+        assert!(r.at_frame > 8, "change {} applied in warm-up", r.id);
+        if content == Content::Scene {
+            assert_eq!(r.refused, None, "change {} refused", r.id);
+        }
+        applied += 1;
+    }
+    assert_eq!(applied, 3, "the loop answered every parameter change");
     let mut lines = 0;
     while consumer.dequeue().is_some() {
         lines += 1;
@@ -251,6 +305,9 @@ fn main() {
             o.frames_streamed
         );
         if allocs != 0 {
+            if let Some(trace) = FIRST_ALLOCATION.get() {
+                eprintln!("the first allocation after warm-up:\n{trace}");
+            }
             failed = true;
         }
         if case.chunk_events {

@@ -167,6 +167,27 @@ fn an_empty_tree_says_what_is_missing() {
     // A root that does not exist at all behaves the same.
     let s = SysfsReader::new(Path::new("/nonexistent/radard-telemetry")).sample();
     assert_eq!(s.temp_mc, Reading::Absent(Absent::NoGpuThermalZone));
+    // Nothing known: no GPU telemetry on the diagnostics link.
+    assert!(s.gpu_telemetry().is_none());
+}
+
+/// What the diagnostics link reports from a sample.
+#[test]
+fn the_diagnostics_link_gets_the_values_read() {
+    let f = Fixture::orin("wire");
+    let s = SysfsReader::new(&f.root).sample();
+    let g = s.gpu_telemetry().expect("values were read");
+    assert_eq!(g.source.as_str(), "sysfs");
+    assert_eq!(g.temperature_c, Some(47.531));
+    assert_eq!(g.sm_clock_mhz, Some(1300));
+    assert_eq!(g.load_pct, Some(37.5));
+    assert_eq!(g.throttled, None, "sysfs reports no throttle reasons");
+    // NVML's reasons: idle alone is not throttling, a thermal slowdown is.
+    let mut n = s.clone();
+    n.throttle_reasons = Reading::Present(0x1);
+    assert_eq!(n.gpu_telemetry().and_then(|g| g.throttled), Some(false));
+    n.throttle_reasons = Reading::Present(0x1 | 0x40);
+    assert_eq!(n.gpu_telemetry().and_then(|g| g.throttled), Some(true));
 }
 
 #[test]

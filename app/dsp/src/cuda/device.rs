@@ -56,6 +56,25 @@ impl DeviceBuffer {
     pub fn ptr(&self) -> u64 {
         self.ptr
     }
+
+    /// Overwrite the start of the buffer with host data (synchronous). The
+    /// caller makes sure the buffer holds `size_of_val(data)` bytes.
+    pub fn copy_from_host<T: Copy>(
+        &self,
+        ctx: &Arc<CudaContext>,
+        data: &[T],
+    ) -> Result<(), DspError> {
+        let bytes = std::mem::size_of_val(data);
+        if bytes == 0 {
+            return Ok(());
+        }
+        ctx.bind_to_thread().map_err(cuda_err("bind context"))?;
+        // SAFETY: `data` is `bytes` readable bytes; the caller guarantees the
+        // buffer's size; the synchronous copy finishes before returning.
+        unsafe { sys::cuMemcpyHtoD_v2(self.ptr, data.as_ptr() as *const _, bytes) }
+            .result()
+            .map_err(cuda_err("cuMemcpyHtoD"))
+    }
 }
 
 impl Drop for DeviceBuffer {

@@ -23,7 +23,7 @@ use crate::detection::Detections;
 use crate::error::DspError;
 
 pub use mapped::MappedHostBuffer;
-pub use pipeline::{CudaOptions, MAX_STREAMED_CHUNKS, SelectAt, StageTiming};
+pub use pipeline::{CudaOptions, GpuWait, MAX_STREAMED_CHUNKS, SelectAt, StageTiming};
 
 use pipeline::{Pipeline, SlotGraph};
 
@@ -168,10 +168,24 @@ impl CudaBackend {
         }
         let ctx = CudaContext::new(0).map_err(cuda_err("open device 0"))?;
         let info = device_info(&ctx)?;
-        // Spin, do not sleep, while waiting for a frame's work: the lowest
-        // wake-up latency, and no system call in the real-time loop.
-        ctx.set_flags(sys::CUctx_flags::CU_CTX_SCHED_SPIN)
-            .map_err(cuda_err("cuCtxSetFlags(SCHED_SPIN)"))?;
+        // By default spin, do not sleep, while waiting for a frame's work:
+        // the lowest wake-up latency, and no system call in the real-time
+        // loop; `wait=block` trades a little latency for the loop's CPU time.
+        let (flag, name) = match opts.wait {
+            GpuWait::Spin => (
+                sys::CUctx_flags::CU_CTX_SCHED_SPIN,
+                "cuCtxSetFlags(SCHED_SPIN)",
+            ),
+            GpuWait::Yield => (
+                sys::CUctx_flags::CU_CTX_SCHED_YIELD,
+                "cuCtxSetFlags(SCHED_YIELD)",
+            ),
+            GpuWait::Block => (
+                sys::CUctx_flags::CU_CTX_SCHED_BLOCKING_SYNC,
+                "cuCtxSetFlags(SCHED_BLOCKING_SYNC)",
+            ),
+        };
+        ctx.set_flags(flag).map_err(cuda_err(name))?;
         let pipeline = Pipeline::new(cfg, ctx, info.compute_capability, opts)?;
         let frame_bytes = cfg.geometry.frame_bytes();
         let staging = pipeline.mapped_slot(frame_bytes)?;
@@ -194,6 +208,12 @@ impl CudaBackend {
             .launch()
             .map_err(cuda_err("graph launch"))?;
         backend.wait()?;
+        // cudarc resolves each driver function on its first call, and that
+        // allocates: call once here what the frame loop calls only now and
+        // then (the power-map copy), so it never allocates after warm-up.
+        let g = &cfg.geometry;
+        let mut warm_map = Vec::with_capacity(g.n_loops * g.n_samples);
+        backend.pipeline.power_map(&mut warm_map)?;
         Ok(backend)
     }
 
@@ -525,6 +545,10 @@ impl Backend for CudaBackend {
     fn power_map(&mut self, out: &mut Vec<f32>) -> Result<(), DspError> {
         self.pipeline.power_map(out)
     }
+
+    fn set_cfar_alpha(&mut self, alpha: &[f64]) -> Result<(), DspError> {
+        self.pipeline.set_cfar_alpha(alpha)
+    }
 }
 
 /// Sanity for the mapped-output layout shared with `kernels.cu`: its
@@ -549,8 +573,9 @@ mod tests {
     /// take is an error naming the option, never a panic later.
     #[test]
     fn options_parse_and_validate() {
-        let o = CudaOptions::parse("pdl=off, select=kernel,cfar=32x16,unroll=2,split=4")
+        let o = CudaOptions::parse("pdl=off, select=kernel,cfar=32x16,unroll=2,split=4,wait=block")
             .expect("valid options");
+        assert_eq!(o.wait, GpuWait::Block);
         assert_eq!(o.pdl, Some(false));
         assert_eq!(o.select, SelectAt::Kernel);
         assert_eq!(o.cfar_tile, (32, 16));

@@ -55,6 +55,19 @@ pub enum SelectAt {
     HostFallback,
 }
 
+/// How the host thread waits for a frame's work on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuWait {
+    /// Spin on the CPU: the lowest wake-up latency and no system call, at
+    /// the cost of the loop's CPU time for the whole GPU run.
+    Spin,
+    /// Spin, yielding the CPU between polls.
+    Yield,
+    /// Sleep until the GPU's completion interrupt (a blocking system call):
+    /// the least CPU time, a few microseconds more latency.
+    Block,
+}
+
 /// Choices in how the chain is launched; the defaults are the fastest
 /// measured on the H100 (docs/performance.md). The results do not depend on
 /// them.
@@ -73,6 +86,8 @@ pub struct CudaOptions {
     pub convert_unroll: usize,
     /// Lanes summing the channels of one pair of power-map cells.
     pub power_split: usize,
+    /// How the host waits for the GPU.
+    pub wait: GpuWait,
 }
 
 impl Default for CudaOptions {
@@ -83,14 +98,15 @@ impl Default for CudaOptions {
             cfar_tile: KernelShape::DEFAULT.cfar_tile,
             convert_unroll: KernelShape::DEFAULT.convert_unroll,
             power_split: KernelShape::DEFAULT.power_split,
+            wait: GpuWait::Spin,
         }
     }
 }
 
 impl CudaOptions {
     /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
-    /// `select=kernel|host`, `cfar=DxR`, `unroll=N`, `split=N`), for
-    /// experiments.
+    /// `select=kernel|host`, `cfar=DxR`, `unroll=N`, `split=N`,
+    /// `wait=spin|yield|block`).
     pub fn parse(text: &str) -> Result<Self, DspError> {
         let mut o = CudaOptions::default();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -98,7 +114,7 @@ impl CudaOptions {
                 DspError::config(
                     "cuda options",
                     format!(
-                        "cannot use {item:?} (pdl=on|off|auto, select=kernel|host, cfar=DxR, unroll=1|2|4|8, split=1|2|4|8|16)"
+                        "cannot use {item:?} (pdl=on|off|auto, select=kernel|host, cfar=DxR, unroll=1|2|4|8, split=1|2|4|8|16, wait=spin|yield|block)"
                     ),
                 )
             };
@@ -117,6 +133,9 @@ impl CudaOptions {
                 }
                 ("split", n) => o.power_split = n.parse().map_err(|_| bad())?,
                 ("unroll", n) => o.convert_unroll = n.parse().map_err(|_| bad())?,
+                ("wait", "spin") => o.wait = GpuWait::Spin,
+                ("wait", "yield") => o.wait = GpuWait::Yield,
+                ("wait", "block") => o.wait = GpuWait::Block,
                 _ => return Err(bad()),
             }
         }
@@ -1124,6 +1143,15 @@ impl Pipeline {
                 .push(unsafe { std::ptr::read_volatile(dets.add(i)) });
         }
         out.cut = hdr.cut;
+    }
+
+    /// New CFAR scale factors for the next frames (the graphs read the same
+    /// device buffer). The copy is synchronous and runs between frames:
+    /// the previous frame's CFAR has finished (process waited for it) and
+    /// the next frame's is launched only by its process().
+    pub fn set_cfar_alpha(&self, alpha: &[f64]) -> Result<(), DspError> {
+        crate::cfar::check_alpha(alpha, self.cfg.geometry.n_samples)?;
+        self.bufs.alpha.copy_from_host(&self.ctx, alpha)
     }
 
     /// Copy the power map of the last frame to the host.

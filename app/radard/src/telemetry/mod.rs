@@ -222,6 +222,33 @@ impl Sample {
     }
 }
 
+impl Sample {
+    /// The sample as the diagnostics link reports it (docs/diagnostics.md):
+    /// absent values are `None`, and a sample with no value at all is no
+    /// telemetry; "throttled" is any NVML reason but the GPU being idle
+    /// (Jetson sysfs reports none).
+    pub fn gpu_telemetry(&self) -> Option<diag_proto::GpuTelemetry> {
+        let g = diag_proto::GpuTelemetry {
+            source: diag_proto::Text::truncate_from(self.source.as_str()),
+            temperature_c: self.temp_mc.value().map(|mc| mc as f32 / 1000.0),
+            sm_clock_mhz: self
+                .sm_clock_hz
+                .value()
+                .map(|hz| u32::try_from(hz / 1_000_000).unwrap_or(u32::MAX)),
+            load_pct: self.load_permille.value().map(|pm| pm as f32 / 10.0),
+            throttled: self.throttle_reasons.value().map(|r| r & !GPU_IDLE != 0),
+        };
+        let known = g.temperature_c.is_some()
+            || g.sm_clock_mhz.is_some()
+            || g.load_pct.is_some()
+            || g.throttled.is_some();
+        known.then_some(g)
+    }
+}
+
+/// NVML's "the GPU is idle" clocks-event reason: not a limit on the work.
+const GPU_IDLE: u64 = 0x1;
+
 /// NVML's throttle reason bits by name (nvmlClocksEventReason*).
 const THROTTLE_NAMES: [(u64, &str); 9] = [
     (0x1, "gpu-idle"),

@@ -1,0 +1,324 @@
+//! The messages of the diagnostics protocol. Every one is bounded: its
+//! largest postcard encoding is `MaxSize::POSTCARD_MAX_SIZE`, checked at
+//! compile time against the frame size in `icd`.
+
+use postcard::experimental::max_size::MaxSize;
+use postcard_schema::Schema;
+use serde::{Deserialize, Serialize};
+
+use crate::bounded::{List, Text};
+
+/// A parameter's name ("cfar.pfa").
+pub type ParamName = Text<24>;
+/// A unit of measure ("m", "1", "dB").
+pub type Unit = Text<8>;
+/// A short reason or description.
+pub type Note = Text<64>;
+
+/// Answer of the version endpoint, whose types never change, so that two
+/// ends of different protocol versions can still say which they speak.
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct VersionInfo {
+    /// Protocol version the unit speaks.
+    pub protocol: u16,
+    /// Oldest client protocol version the unit answers.
+    pub oldest_supported: u16,
+    /// radard's version.
+    pub radard: Text<24>,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct Identity {
+    pub radard: Text<24>,
+    /// The kernel module's version, or "none" when frames come from the simulator.
+    pub kmod: Text<24>,
+    /// The FPGA bitstream's version ("simulator" without a card).
+    pub fpga: Text<24>,
+    pub protocol: u16,
+    /// The boot slot the system runs from (A/B), or "unknown".
+    pub boot_slot: Text<8>,
+    pub uptime_ms: u64,
+    pub source: Text<8>,
+    pub backend: Text<8>,
+}
+
+/// radard's health verdict.
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Warming up: not yet enough frames to judge.
+    Starting,
+    Healthy,
+    /// Running, but something is wrong (misses, drops, a sink failing).
+    Degraded,
+    /// The loop stopped or fails.
+    Failed,
+}
+
+/// One counter of dropped frames or records, by reason.
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct DropCount {
+    pub reason: Text<16>,
+    pub count: u64,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq, Default)]
+pub struct DetectionSummary {
+    pub range_m: f32,
+    pub velocity_mps: f32,
+    pub azimuth_deg: f32,
+    pub snr_db: f32,
+}
+
+/// An output of detections (file, transmit channel, diagnostics link).
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct SinkStatus {
+    pub name: Text<12>,
+    pub enabled: bool,
+    pub written: u64,
+    pub failed: u64,
+}
+
+/// The GPU's temperature, clock, load and throttling, when known.
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq, Default)]
+pub struct GpuTelemetry {
+    /// Where the figures come from ("sysfs", "nvml").
+    pub source: Text<8>,
+    pub temperature_c: Option<f32>,
+    pub sm_clock_mhz: Option<u32>,
+    pub load_pct: Option<f32>,
+    pub throttled: Option<bool>,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct Status {
+    pub uptime_ms: u64,
+    pub frames: u64,
+    /// Frames per second over the last second or so.
+    pub frame_rate_hz: f32,
+    pub deadline_misses: u64,
+    pub drops: List<DropCount, 6>,
+    pub health: Health,
+    pub health_reason: Note,
+    pub latency_last_us: f32,
+    pub latency_max_us: f32,
+    /// The loop thread's CPU time per frame period, in percent.
+    pub loop_cpu_pct: f32,
+    /// Detections in the newest frame, and the first of them.
+    pub detections_last: u32,
+    pub detections: List<DetectionSummary, 8>,
+    pub sinks: List<SinkStatus, 4>,
+    pub gpu: Option<GpuTelemetry>,
+}
+
+/// One bin of the loop-latency histogram: frames whose latency was below
+/// `upper_us` and at or above the previous bin's bound.
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq)]
+pub struct HistogramBin {
+    pub upper_us: f32,
+    pub count: u64,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct Stats {
+    pub frames: u64,
+    pub deadline_misses: u64,
+    pub deadline_us: Option<f32>,
+    pub latency_p50_us: f32,
+    pub latency_p99_us: f32,
+    pub latency_p999_us: f32,
+    pub latency_max_us: f32,
+    /// Frames whose latency exceeded the last bin's bound.
+    pub overflow: u64,
+    pub histogram: List<HistogramBin, 56>,
+    pub loop_cpu_pct: f32,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Startup,
+    Fault,
+    Drop,
+    DeadlineMiss,
+    ParamChange,
+    Health,
+    Other,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct LogEvent {
+    /// Numbers every event since start-up; the cursor of the log endpoint.
+    pub id: u64,
+    pub uptime_ms: u64,
+    pub kind: EventKind,
+    pub text: Text<80>,
+}
+
+/// Events with an id of at least `from`, at most `max` of them.
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq)]
+pub struct LogRequest {
+    pub from: u64,
+    pub max: u8,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct LogPage {
+    pub events: List<LogEvent, 8>,
+    /// Ask for this id next.
+    pub next: u64,
+    /// Events before `from` that the ring no longer holds.
+    pub lost: u64,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq)]
+pub enum ParamValue {
+    Bool(bool),
+    Int(i64),
+    Real(f64),
+}
+
+/// The type of a parameter (the variant of its value).
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    Bool,
+    Int,
+    Real,
+}
+
+impl ParamValue {
+    pub fn kind(&self) -> ParamKind {
+        match self {
+            ParamValue::Bool(_) => ParamKind::Bool,
+            ParamValue::Int(_) => ParamKind::Int,
+            ParamValue::Real(_) => ParamKind::Real,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct ParamInfo {
+    pub name: ParamName,
+    pub value: ParamValue,
+    pub min: ParamValue,
+    pub max: ParamValue,
+    pub unit: Unit,
+    pub writable: bool,
+    pub help: Note,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq)]
+pub struct ParamListRequest {
+    pub first: u8,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct ParamPage {
+    pub total: u8,
+    pub first: u8,
+    pub params: List<ParamInfo, 4>,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct SetParam {
+    pub name: ParamName,
+    pub value: ParamValue,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct Applied {
+    /// The parameter as it is now.
+    pub param: ParamInfo,
+    /// Frames the loop had finished when it applied the change.
+    pub at_frame: u64,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub enum ParamError {
+    Unknown,
+    WrongType {
+        expected: ParamKind,
+    },
+    OutOfRange {
+        min: ParamValue,
+        max: ParamValue,
+        unit: Unit,
+    },
+    ReadOnly {
+        reason: Note,
+    },
+    /// Valid, but the unit could not apply it (busy, or the loop is not running).
+    NotApplied {
+        reason: Note,
+    },
+}
+
+/// Cells in one snapshot piece.
+pub const PIECE_CELLS: usize = 512;
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq, Default)]
+pub struct SnapshotDetection {
+    pub range_m: f32,
+    pub velocity_mps: f32,
+    pub azimuth_deg: f32,
+    pub snr_db: f32,
+}
+
+/// The downsampled range-Doppler power map of one frame: `doppler_bins`
+/// rows (velocity) of `range_bins` cells (range), row-major, each cell a
+/// level `q` meaning `db_floor + q * db_step` dB, sent in pieces of
+/// [`PIECE_CELLS`]. Cell `(d, r)` is centred on range
+/// `range_first_m + r * range_step_m` and velocity
+/// `velocity_first_mps + d * velocity_step_mps`.
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct SnapshotInfo {
+    pub generation: u64,
+    pub frame: u64,
+    pub doppler_bins: u16,
+    pub range_bins: u16,
+    pub range_first_m: f32,
+    pub range_step_m: f32,
+    pub velocity_first_mps: f32,
+    pub velocity_step_mps: f32,
+    pub db_floor: f32,
+    pub db_step: f32,
+    pub pieces: u16,
+    pub detections: List<SnapshotDetection, 16>,
+    /// Detections of the frame beyond the 16 listed.
+    pub detections_more: u32,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq)]
+pub struct PieceRequest {
+    pub generation: u64,
+    pub index: u16,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct Piece {
+    pub generation: u64,
+    pub index: u16,
+    pub cells: List<u8, PIECE_CELLS>,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotError {
+    /// No frame has been processed yet (or the content has no power map).
+    NoMap,
+    /// The snapshot of that generation is no longer held: ask for the info again.
+    Gone,
+    BadIndex,
+}
+
+/// Periodic pushes: 0 turns a topic off. Periods below 100 ms are raised to it.
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq)]
+pub struct Subscribe {
+    pub status_period_ms: u32,
+    pub telemetry_period_ms: u32,
+}
+
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct Telemetry {
+    pub uptime_ms: u64,
+    pub frame_rate_hz: f32,
+    pub loop_cpu_pct: f32,
+    pub gpu: Option<GpuTelemetry>,
+}

@@ -1,0 +1,237 @@
+//! The client end of the diagnostics link: requests out as postcard-rpc
+//! frames, answers matched by key and sequence number, topic pushes kept
+//! for whoever asks, everything else on the line skipped.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use diag_proto::rpc::{encode_frame, split_frame};
+use diag_proto::*;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum LinkError {
+    #[error("{port}: no such serial port (check --port; `ls /dev/tty*` lists them)")]
+    NoPort { port: String },
+    #[error("{port}: cannot open: {reason}")]
+    Open { port: String, reason: String },
+    #[error(
+        "{port}: the unit did not answer {what} within {secs:.1} s (is radard running with [diag] port on this line, at {baud} baud?)"
+    )]
+    Timeout {
+        port: String,
+        what: &'static str,
+        secs: f64,
+        baud: u32,
+    },
+    #[error("{port}: {reason}")]
+    Io { port: String, reason: String },
+    #[error(
+        "protocol version mismatch: radarctl speaks diagnostics protocol {ours}, the unit (radard {radard}) speaks {theirs} and answers clients of {oldest} .. {theirs}; use the radarctl of that radard release"
+    )]
+    Version {
+        ours: u16,
+        theirs: u16,
+        oldest: u16,
+        radard: String,
+    },
+    #[error("the unit refused {what}: {error}")]
+    Wire { what: &'static str, error: String },
+    #[error("the unit's answer to {what} does not decode ({reason})")]
+    Decode { what: &'static str, reason: String },
+}
+
+/// A topic message pushed by the unit.
+pub struct Pushed {
+    pub key: Key,
+    pub body: Vec<u8>,
+}
+
+pub struct Client {
+    port: Box<dyn serialport::SerialPort>,
+    name: String,
+    baud: u32,
+    timeout: Duration,
+    seq: u32,
+    rx: Vec<u8>,
+    pub pushed: VecDeque<Pushed>,
+}
+
+impl Client {
+    pub fn open(port: &str, baud: u32, timeout: Duration) -> Result<Self, LinkError> {
+        if !std::path::Path::new(port).exists() {
+            return Err(LinkError::NoPort { port: port.into() });
+        }
+        let p = serialport::new(port, baud)
+            .timeout(Duration::from_millis(20))
+            .open()
+            .map_err(|e| LinkError::Open {
+                port: port.into(),
+                reason: e.to_string(),
+            })?;
+        Ok(Client {
+            port: p,
+            name: port.into(),
+            baud,
+            timeout,
+            seq: 1,
+            rx: Vec::new(),
+            pushed: VecDeque::new(),
+        })
+    }
+
+    /// Asks for the unit's protocol version and refuses a different one.
+    pub fn check_version(&mut self, claim: u16) -> Result<VersionInfo, LinkError> {
+        let v = self.call::<VersionEndpoint>(&claim, "the version request")?;
+        if v.protocol != claim || claim < v.oldest_supported {
+            return Err(LinkError::Version {
+                ours: claim,
+                theirs: v.protocol,
+                oldest: v.oldest_supported,
+                radard: v.radard.to_string(),
+            });
+        }
+        Ok(v)
+    }
+
+    /// One request, its answer.
+    pub fn call<E: Endpoint>(
+        &mut self,
+        req: &E::Request,
+        what: &'static str,
+    ) -> Result<E::Response, LinkError>
+    where
+        E::Request: Serialize,
+        E::Response: DeserializeOwned,
+    {
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        self.send(E::REQ_KEY, seq, req)?;
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let Some(frame) = self.next_frame(deadline)? else {
+                return Err(LinkError::Timeout {
+                    port: self.name.clone(),
+                    what,
+                    secs: self.timeout.as_secs_f64(),
+                    baud: self.baud,
+                });
+            };
+            let Some((hdr, body)) = split_frame(&frame) else {
+                continue;
+            };
+            let is_ours = hdr.seq_no == VarSeq::Seq4(seq);
+            if is_ours && hdr.key == VarKey::Key8(E::RESP_KEY) {
+                return postcard::from_bytes(body).map_err(|e| LinkError::Decode {
+                    what,
+                    reason: e.to_string(),
+                });
+            }
+            if is_ours && hdr.key == VarKey::Key8(ERROR_KEY) {
+                let error = match postcard::from_bytes::<WireError>(body) {
+                    Ok(WireError::UnknownKey) => format!(
+                        "unknown key (the unit does not serve {}: a different protocol version or not radard)",
+                        E::PATH
+                    ),
+                    Ok(e) => e.to_string(),
+                    Err(e) => format!("an error that does not decode ({e})"),
+                };
+                return Err(LinkError::Wire { what, error });
+            }
+            if let VarKey::Key8(key) = hdr.key {
+                if TOPICS_OUT.iter().any(|(_, k)| *k == key) {
+                    if self.pushed.len() > 64 {
+                        self.pushed.pop_front();
+                    }
+                    self.pushed.push_back(Pushed {
+                        key,
+                        body: body.to_vec(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Waits up to `wait` for a pushed topic message.
+    pub fn wait_push(&mut self, wait: Duration) -> Result<Option<Pushed>, LinkError> {
+        if let Some(p) = self.pushed.pop_front() {
+            return Ok(Some(p));
+        }
+        let deadline = Instant::now() + wait;
+        while let Some(frame) = self.next_frame(deadline)? {
+            if let Some((hdr, body)) = split_frame(&frame) {
+                if let VarKey::Key8(key) = hdr.key {
+                    if TOPICS_OUT.iter().any(|(_, k)| *k == key) {
+                        return Ok(Some(Pushed {
+                            key,
+                            body: body.to_vec(),
+                        }));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn send<T: Serialize + ?Sized>(
+        &mut self,
+        key: Key,
+        seq: u32,
+        msg: &T,
+    ) -> Result<(), LinkError> {
+        let mut wire = [0u8; MAX_WIRE_FRAME];
+        let n = encode_frame(key, VarSeq::Seq4(seq), &VarKey::Key8(key), msg, &mut wire).map_err(
+            |_| LinkError::Io {
+                port: self.name.clone(),
+                reason: "request too large for a frame".into(),
+            },
+        )?;
+        self.port
+            .write_all(&wire[..n])
+            .and_then(|_| self.port.flush())
+            .map_err(|e| LinkError::Io {
+                port: self.name.clone(),
+                reason: format!("write: {e}"),
+            })
+    }
+
+    /// The next COBS frame (decoded) before `deadline`, or None.
+    fn next_frame(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>, LinkError> {
+        let mut buf = [0u8; 1024];
+        loop {
+            if let Some(end) = self.rx.iter().position(|&b| b == 0) {
+                let mut frame: Vec<u8> = self.rx.drain(..=end).collect();
+                frame.pop();
+                // Bytes that are no valid frame (noise on the line) are skipped.
+                if let Some(n) = diag_proto::cobs::decode_in_place(&mut frame) {
+                    frame.truncate(n);
+                    return Ok(Some(frame));
+                }
+                continue;
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            match self.port.read(&mut buf) {
+                Ok(n) => {
+                    self.rx.extend_from_slice(&buf[..n]);
+                    if self.rx.len() > 64 * 1024 {
+                        self.rx.clear();
+                    }
+                }
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::TimedOut
+                        || e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(LinkError::Io {
+                        port: self.name.clone(),
+                        reason: format!("read: {e}"),
+                    });
+                }
+            }
+        }
+    }
+}
