@@ -141,16 +141,16 @@ impl Client {
                 };
                 return Err(LinkError::Wire { what, error });
             }
-            if let VarKey::Key8(key) = hdr.key {
-                if TOPICS_OUT.iter().any(|(_, k)| *k == key) {
-                    if self.pushed.len() > 64 {
-                        self.pushed.pop_front();
-                    }
-                    self.pushed.push_back(Pushed {
-                        key,
-                        body: body.to_vec(),
-                    });
+            if let VarKey::Key8(key) = hdr.key
+                && TOPICS_OUT.iter().any(|(_, k)| *k == key)
+            {
+                if self.pushed.len() > 64 {
+                    self.pushed.pop_front();
                 }
+                self.pushed.push_back(Pushed {
+                    key,
+                    body: body.to_vec(),
+                });
             }
         }
     }
@@ -162,15 +162,14 @@ impl Client {
         }
         let deadline = Instant::now() + wait;
         while let Some(frame) = self.next_frame(deadline)? {
-            if let Some((hdr, body)) = split_frame(&frame) {
-                if let VarKey::Key8(key) = hdr.key {
-                    if TOPICS_OUT.iter().any(|(_, k)| *k == key) {
-                        return Ok(Some(Pushed {
-                            key,
-                            body: body.to_vec(),
-                        }));
-                    }
-                }
+            if let Some((hdr, body)) = split_frame(&frame)
+                && let VarKey::Key8(key) = hdr.key
+                && TOPICS_OUT.iter().any(|(_, k)| *k == key)
+            {
+                return Ok(Some(Pushed {
+                    key,
+                    body: body.to_vec(),
+                }));
             }
         }
         Ok(None)

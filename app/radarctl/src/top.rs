@@ -52,10 +52,9 @@ fn view(c: &mut Client, period: Duration, frames: Option<u64>) -> Result<(), Str
         if let Some(p) = c
             .wait_push(Duration::from_millis(50))
             .map_err(|e| e.to_string())?
+            && p.key == StatusTopic::TOPIC_KEY
         {
-            if p.key == StatusTopic::TOPIC_KEY {
-                status = postcard::from_bytes(&p.body).ok().or(status);
-            }
+            status = postcard::from_bytes(&p.body).ok().or(status);
         }
         if last_stats.elapsed() >= period {
             let stats = c

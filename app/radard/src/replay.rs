@@ -92,7 +92,10 @@ impl ReplaySource {
                 ),
             });
         }
-        if ring.nr_slots() > 64 || chunk_bytes == 0 || recording.frame_bytes % chunk_bytes != 0 {
+        if ring.nr_slots() > 64
+            || chunk_bytes == 0
+            || !recording.frame_bytes.is_multiple_of(chunk_bytes)
+        {
             return Err(Error::InvalidArgument {
                 what: "replay",
                 reason: format!(

@@ -130,15 +130,15 @@ impl Relay {
                 if rc <= 0 {
                     continue;
                 }
-                if fds[0].revents & libc::POLLIN != 0 {
-                    if let Ok(n) = a.read(&mut buf) {
-                        let _ = b.write_all(&buf[..n]);
-                    }
+                if fds[0].revents & libc::POLLIN != 0
+                    && let Ok(n) = a.read(&mut buf)
+                {
+                    let _ = b.write_all(&buf[..n]);
                 }
-                if fds[1].revents & libc::POLLIN != 0 {
-                    if let Ok(n) = b.read(&mut buf) {
-                        let _ = a.write_all(&buf[..n]);
-                    }
+                if fds[1].revents & libc::POLLIN != 0
+                    && let Ok(n) = b.read(&mut buf)
+                {
+                    let _ = a.write_all(&buf[..n]);
                 }
                 if (fds[0].revents | fds[1].revents) & (libc::POLLHUP | libc::POLLERR) != 0 {
                     std::thread::sleep(Duration::from_millis(5));
