@@ -559,22 +559,41 @@ impl FrameSource for KmodSource {
 
     fn next_event(&self, timeout: Option<Duration>) -> Result<Event<'_>> {
         self.take_deferred()?;
+        let release_slot = self.pending.replace(FPGA_P2P_NO_SLOT);
         let mut w = fpga_p2p_wait {
             release_handle: self.handle,
-            release_slot: self.pending.replace(FPGA_P2P_NO_SLOT),
+            release_slot,
             timeout_ms: timeout.map_or(0, |t| t.as_millis().clamp(1, u32::MAX as u128) as u32),
             ..Default::default()
         };
-        self.dev.wait(&mut w).map_err(|e| match e {
-            Error::Timeout {
+        match self.dev.wait(&mut w) {
+            Ok(()) => {}
+            Err(Error::Timeout {
                 device,
                 timeout_ms: 0,
-            } => Error::Timeout {
-                device,
-                timeout_ms: self.event_timeout_ms.get(),
-            },
-            e => e,
-        })?;
+            }) => {
+                return Err(Error::Timeout {
+                    device,
+                    timeout_ms: self.event_timeout_ms.get(),
+                });
+            }
+            Err(e @ Error::Device { .. }) if release_slot != FPGA_P2P_NO_SLOT => {
+                // The folded-in release failed, so no event was read: when
+                // the ring was revoked under the slot, its revocation event
+                // is queued and says so better than the release's errno.
+                let mut again = fpga_p2p_wait {
+                    release_handle: self.handle,
+                    release_slot: FPGA_P2P_NO_SLOT,
+                    timeout_ms: 100,
+                    ..Default::default()
+                };
+                if self.dev.wait(&mut again).is_ok() && again.event.type_ == FPGA_P2P_EV_REVOKED {
+                    return self.decode(&again.event);
+                }
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
         self.decode(&w.event)
     }
 
