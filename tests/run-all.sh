@@ -40,12 +40,19 @@ step rust:clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 # their "skipped: no CUDA" lines appear in the log, not only on failure.
 step rust:test cargo test --workspace --release --locked -- --show-output
 step rust:aarch64 cargo build --workspace --release --locked --target aarch64-unknown-linux-gnu
+# The workspace's rust-version (the Yocto image's Rust, pinned in
+# yocto-layer/conf/distro/radar.conf), in its own target dir.
+step rust:msrv env CARGO_TARGET_DIR=target/msrv cargo +1.88.0 build --workspace --locked
 step kmod bash tests/kmod-checks.sh
 step qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
 step qemu:debug bash tests/qemu/run.sh --kernel debug --suite all
 # The detectors themselves: a deliberately broken module must be caught.
 step qemu:selftest bash tests/qemu/run.sh --kernel debug --selftest
 step radard bash tests/radard-smoke.sh
+# Yocto layer: crates list drift, oelint-adv, kas, bitbake parse/-e/-g
+# offline; the recipes' Rust binaries cross-built with the recipes' flags.
+step yocto bash tests/yocto-checks.sh
+step yocto:aarch64 bash yocto-layer/scripts/cross-build.sh
 
 echo
 echo "Summary ($top)"
