@@ -46,6 +46,10 @@ step qemu:debug bash tests/qemu/run.sh --kernel debug --suite all
 # The detectors themselves: a deliberately broken module must be caught.
 step qemu:selftest bash tests/qemu/run.sh --kernel debug --selftest
 step radard bash tests/radard-smoke.sh
+# Board files (dtc, systemd-analyze verify/security, kernel args) and OTA
+# with the real rauc, the nvbootctrl/UEFI double and a real radard.
+step board bash tests/board-checks.sh
+step ota bash tests/ota/run.sh
 
 echo
 echo "Summary ($top)"
