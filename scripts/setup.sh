@@ -22,6 +22,8 @@ test_pkgs=(
 	busybox-static cpio kmod sparse bc flex bison libelf-dev libssl-dev dwarves rsync
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross device-tree-compiler python3
 	python3-venv file
+	# board checks and OTA (tests/board-checks.sh, tests/ota/run.sh)
+	systemd udev rauc dbus dbus-daemon squashfs-tools openssl
 )
 pkgs=("${run_pkgs[@]}")
 [ "$mode" = all ] && pkgs+=("${test_pkgs[@]}")

@@ -12,12 +12,14 @@
 #
 #   bash tests/yocto-checks.sh [crates|lint|kas|parse]...   (default: all)
 # Environment: YOCTO_SNAPSHOT_DIR (default ../shared/yocto from the repository
-# root), RADAR_YOCTO_WORK (default /var/tmp/radar-yocto: the source copy).
+# root, or ../../shared/yocto from a worktree), RADAR_YOCTO_WORK (default /var/tmp/radar-yocto: the source copy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
 layer=$top/yocto-layer
+# ../shared beside the checkout (or beside the directory of worktrees)
 snapdir=${YOCTO_SNAPSHOT_DIR:-$top/../shared/yocto}
+[ -n "${YOCTO_SNAPSHOT_DIR:-}" ] || [ -d "$snapdir" ] || snapdir=$top/../../shared/yocto
 work=${RADAR_YOCTO_WORK:-/var/tmp/radar-yocto}
 venv=$top/target/yocto-venv
 KAS_VERSION=5.5
@@ -58,7 +60,7 @@ check_lint() {
 	local errors warnings
 	errors=$(grep -c ':error:' <<<"$out" || true)
 	warnings=$(grep -c ':warning:' <<<"$out" || true)
-	echo "oelint-adv: ${#files[@]} files, $errors errors, $warnings warnings, ${#suppress[@]} rules suppressed (yocto-layer/oelint-suppressions.txt)"
+	echo "oelint-adv: ${#files[@]} files, $errors errors, $warnings warnings, $((${#suppress[@]} / 2)) rules suppressed (yocto-layer/oelint-suppressions.txt)"
 	[ "$errors" -eq 0 ] || fail "oelint-adv reports $errors errors"
 }
 

@@ -28,6 +28,9 @@
 //! print_every = 1           # a line per N frames; 0 = status lines only
 //! stats_json = "stats.json" # summary written at exit
 //!
+//! [fpga_reset]              # the FPGA's reset line (src/fpga_reset.rs)
+//! enabled = false
+//!
 //! # The processing chain: [geometry], [physical], [cfar], [chain]
 //! # (see docs/processing-chain.md).
 //! ```
@@ -58,6 +61,8 @@ pub enum ConfigError {
     Chain(#[from] radar_dsp::DspError),
     #[error("config: {0}")]
     Rt(#[from] crate::rt::RtError),
+    #[error("config: {0}")]
+    FpgaReset(#[from] crate::fpga_reset::FpgaResetError),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -181,6 +186,7 @@ pub struct RadardConfig {
     pub physical: Physical,
     pub cfar: CfarConfig,
     pub chain: ChainParams,
+    pub fpga_reset: crate::fpga_reset::FpgaResetConfig,
 }
 
 impl RadardConfig {
@@ -231,6 +237,7 @@ impl RadardConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.chain_config().validate()?;
         self.rt.validate()?;
+        self.fpga_reset.validate()?;
         self.backend_kind()?;
         let s = &self.source;
         if s.slots < 2 {

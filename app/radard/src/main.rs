@@ -220,6 +220,12 @@ fn main() -> ExitCode {
 /// Ok(true): clean end; Ok(false): ran, but frames had errors or misses.
 fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
     install_signal_handlers();
+    // The FPGA leaves reset before its device is opened; the line stays
+    // held, released, until radard exits.
+    let fpga_reset = radard::fpga_reset::pulse(&cfg.fpga_reset).map_err(|e| e.to_string())?;
+    if let Some(r) = &fpga_reset {
+        println!("radard: {}", r.description);
+    }
     let (mut source, notes) = setup::open_source(cfg).map_err(|e| e.to_string())?;
     for n in notes {
         println!("radard: {n}");
