@@ -94,14 +94,26 @@ check_kas() {
 		        repo["path"] = f"{snaproot}/{name}"
 		yaml.safe_dump(cfg, open(out, "w"), sort_keys=False)
 	EOF
-	# the radar repo (no url) is the checkout that holds the kas file
-	cp "$offline" "$layer/kas/.offline-check.yml"
-	trap 'rm -f "$layer/kas/.offline-check.yml"' RETURN
+	# the radar repo (no url) is the checkout that holds the file (target/ is in it)
 	local dump
-	dump=$(cd "$top" && KAS_WORK_DIR=$top/target/kas-work "$venv/bin/kas" dump "$layer/kas/.offline-check.yml") ||
+	mkdir -p "$top/target/kas-work"
+	dump=$(cd "$top" && KAS_WORK_DIR=$top/target/kas-work "$venv/bin/kas" dump "$offline") ||
 		fail "kas dump failed"
 	grep -q '^machine: jetson-agx-orin-devkit' <<<"$dump" || fail "kas dump: no machine"
-	echo "kas dump: $(grep -c '^  [a-z-]*:$' <<<"$dump" || true) top-level entries under repos; machine $(sed -n 's/^machine: //p' <<<"$dump"), distro $(sed -n 's/^distro: //p' <<<"$dump")"
+	echo "kas dump: machine $(sed -n 's/^machine: //p' <<<"$dump"), distro $(sed -n 's/^distro: //p' <<<"$dump"), target $(sed -n '/^target:/{n;s/^ *- //p}' <<<"$dump")"
+	# kas checkout writes bblayers.conf and local.conf; every layer it lists
+	# must be a layer (kas itself does not look).
+	rm -rf "$top/target/kas-work/build"
+	(cd "$top" && KAS_WORK_DIR=$top/target/kas-work "$venv/bin/kas" checkout "$offline") || fail "kas checkout failed"
+	local conf=$top/target/kas-work/build/conf n=0 l
+	for l in $(sed -n 's/^ *\(${TOPDIR}[^ "]*\).*/\1/p' "$conf/bblayers.conf"); do
+		l=${l//\$\{TOPDIR\}/$top/target/kas-work/build}
+		[ -f "$l/conf/layer.conf" ] || fail "kas: $l (bblayers.conf) is not a layer"
+		n=$((n + 1))
+	done
+	[ "$n" -ge 6 ] || fail "kas: only $n layers in bblayers.conf"
+	grep -q '^DISTRO ??\{0,1\}= "radar"' "$conf/local.conf" || fail "kas: local.conf sets no DISTRO radar"
+	echo "kas checkout: $n layers in bblayers.conf, each with conf/layer.conf"
 }
 
 # the snapshot set as parse.sh unpacks it (shared with parse.sh's cache)
