@@ -52,5 +52,3 @@ print(" ".join(t["name"] for p in m["packages"] if p["name"] == sys.argv[1]
 	done
 	echo "cross-build: $pkg: aarch64 executables: $bins"
 done
-	echo "cross-build: $pkg: aarch64 binaries: ${bins:-none new}"
-done
