@@ -57,6 +57,10 @@ step yocto:aarch64 bash yocto-layer/scripts/cross-build.sh
 # with the real rauc, the nvbootctrl/UEFI double and a real radard.
 step board bash tests/board-checks.sh
 step ota bash tests/ota/run.sh
+# In QEMU: the udev rule on the fpga_p2p node (Debian kernel) and radard
+# pulsing the FPGA reset line on gpio-sim (debug kernel).
+step board:udev bash tests/board/qemu-board.sh --test udev
+step board:gpio bash tests/board/qemu-board.sh --test gpio
 
 echo
 echo "Summary ($top)"
