@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job: builds radard and runs it on the frame simulator (synthetic
 # radar scene, 4 MiB frames every 8 ms, best available backend) until Ctrl-C.
+# Detections also go to target/radard/detections.jsonl (docs/detections-format.md;
+# rotated at 64 MiB, 4 files kept) and the health verdict to target/radard/health.
 # Extra arguments go to radard (see `radard --help`), for example:
 #   bash scripts/run-radard.sh --frames 500 --backend cpu
 set -euo pipefail
@@ -9,4 +11,7 @@ bash scripts/setup.sh --run-only
 # shellcheck disable=SC1091
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 cargo build --release --locked -p radard
-exec ./target/release/radard --source sim "$@"
+mkdir -p target/radard
+echo "run-radard: detections to $PWD/target/radard/detections.jsonl, health verdict to $PWD/target/radard/health"
+exec ./target/release/radard --source sim --sink jsonl:target/radard/detections.jsonl \
+	--health-file target/radard/health "$@"

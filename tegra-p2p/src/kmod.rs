@@ -336,6 +336,11 @@ impl KmodSource {
         })
     }
 
+    /// Whether a transmit ring is attached.
+    pub fn has_tx(&self) -> bool {
+        self.tx.is_some()
+    }
+
     /// Registers a transmit ring (host to card). At most 64 slots.
     pub fn attach_tx(&mut self, ring: RingMemory) -> Result<()> {
         if self.info.caps & FPGA_P2P_CAP_TRANSMIT == 0 {

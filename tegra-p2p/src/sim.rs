@@ -53,6 +53,9 @@ pub struct SimFaults {
     pub short_every: u64,
     /// Corrupt one bit of every Nth frame after the CRC was computed.
     pub corrupt_every: u64,
+    /// Flag every Nth frame `FPGA_P2P_EVF_CRC_MISMATCH` (the card's link
+    /// CRC check failed on it), counted as `crc_errors`.
+    pub crc_error_every: u64,
     /// Before frame `.0` starts, produce nothing for `.1`.
     pub stall: Option<(u64, Duration)>,
     /// Before frame N starts, revoke the ring (as if its memory went away).
@@ -740,6 +743,10 @@ impl Producer {
             if short {
                 flags |= uapi::FPGA_P2P_EVF_SHORT;
                 inc(&c.short_frames);
+            }
+            if every(self.faults.crc_error_every, seq) {
+                flags |= uapi::FPGA_P2P_EVF_CRC_MISMATCH;
+                inc(&c.crc_errors);
             }
             // Publish: payload writes happen-before the application's Acquire.
             sh.states[slot as usize].store(READY, Ordering::Release);

@@ -52,3 +52,114 @@ impl Detections {
         self.cut = 0;
     }
 }
+
+/// Version of the detections line format (docs/detections-format.md).
+pub const DETECTIONS_FORMAT_VERSION: u32 = 1;
+
+/// One frame's detections as one JSON line (docs/detections-format.md):
+/// the format `radar-dsp detect` and `radard`'s `jsonl` and `udp` sinks
+/// write. `timestamp_ns` and `latency_ns` are null where unknown (offline).
+pub struct DetectionsLine<'a> {
+    pub sequence: u64,
+    pub timestamp_ns: Option<u64>,
+    pub latency_ns: Option<u64>,
+    pub detections: &'a [Detection],
+    pub cut: u32,
+}
+
+impl DetectionsLine<'_> {
+    /// Appends the line (with its newline) to `out`. Allocates only when
+    /// `out` has to grow.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        use std::io::Write;
+        // Writes into a Vec cannot fail.
+        let _ = write!(
+            out,
+            "{{\"version\":{},\"sequence\":{},\"timestamp_ns\":",
+            DETECTIONS_FORMAT_VERSION, self.sequence
+        );
+        let _ = match self.timestamp_ns {
+            Some(t) => write!(out, "{t}"),
+            None => write!(out, "null"),
+        };
+        let _ = write!(out, ",\"latency_ns\":");
+        let _ = match self.latency_ns {
+            Some(t) => write!(out, "{t}"),
+            None => write!(out, "null"),
+        };
+        let _ = write!(
+            out,
+            ",\"count\":{},\"cut\":{},\"detections\":[",
+            self.detections.len(),
+            self.cut
+        );
+        for (i, d) in self.detections.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let _ = write!(
+                out,
+                "{{\"range_bin\":{},\"doppler_bin\":{}",
+                d.range_bin, d.doppler_bin
+            );
+            for (name, v) in [
+                ("range_m", d.range_m),
+                ("velocity_mps", d.velocity_mps),
+                ("azimuth_deg", d.azimuth_deg),
+                ("snr_db", d.snr_db),
+                ("power_db", d.power_db),
+            ] {
+                // JSON has no NaN or infinity: such a value is written null.
+                let _ = if v.is_finite() {
+                    write!(out, ",\"{name}\":{v}")
+                } else {
+                    write!(out, ",\"{name}\":null")
+                };
+            }
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"]}\n");
+    }
+}
+
+#[cfg(test)]
+mod line_tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_json_with_every_field() {
+        let d = Detection {
+            range_bin: 3,
+            doppler_bin: 130,
+            range_m: 12.5,
+            velocity_mps: -1.25,
+            azimuth_deg: 10.0,
+            snr_db: 20.0,
+            power_db: f32::NAN,
+            ..Detection::default()
+        };
+        let mut out = Vec::new();
+        DetectionsLine {
+            sequence: 9,
+            timestamp_ns: Some(100),
+            latency_ns: None,
+            detections: &[d, d],
+            cut: 1,
+        }
+        .write_to(&mut out);
+        assert_eq!(out.last(), Some(&b'\n'));
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        assert_eq!(v["version"], 1);
+        assert_eq!(v["sequence"], 9);
+        assert_eq!(v["timestamp_ns"], 100);
+        assert!(v["latency_ns"].is_null());
+        assert_eq!(v["count"], 2);
+        assert_eq!(v["cut"], 1);
+        let d0 = &v["detections"][0];
+        assert_eq!(d0["range_bin"], 3);
+        assert_eq!(d0["doppler_bin"], 130);
+        assert_eq!(d0["range_m"], 12.5);
+        assert_eq!(d0["velocity_mps"], -1.25);
+        assert!(d0["power_db"].is_null());
+    }
+}

@@ -21,7 +21,8 @@ use radar_dsp::bench::{self, BenchOptions};
 use radar_dsp::framefile::FrameFile;
 use radar_dsp::scene::{Scene, SceneGenerator, Target};
 use radar_dsp::{
-    BackendKind, ChainConfig, Detections, DspError, FrameInput, select_backend_explained,
+    BackendKind, ChainConfig, Detections, DspError, FrameInput, detection::DetectionsLine,
+    select_backend_explained,
 };
 
 #[derive(Parser)]
@@ -189,25 +190,6 @@ fn scene(a: SceneArgs) -> Result<(), DspError> {
     Ok(())
 }
 
-/// One detection in the JSON Lines output.
-#[derive(Serialize)]
-struct DetectionRecord {
-    range_bin: u32,
-    doppler_bin: u32,
-    range_m: f32,
-    velocity_mps: f32,
-    azimuth_deg: f32,
-    snr_db: f32,
-    power_db: f32,
-}
-
-#[derive(Serialize)]
-struct FrameRecord {
-    frame: u64,
-    detections: Vec<DetectionRecord>,
-    cut: u32,
-}
-
 fn detect(a: DetectArgs) -> Result<(), DspError> {
     let cfg = load_config(a.config.as_deref())?;
     let mut file = FrameFile::open(&a.input, cfg.geometry.frame_bytes())?;
@@ -230,6 +212,7 @@ fn detect(a: DetectArgs) -> Result<(), DspError> {
     let mut dets = Detections::with_capacity(cfg.chain.max_detections);
     let mut times_us = Vec::with_capacity(file.frames() as usize);
     let mut frame = 0u64;
+    let mut line = Vec::with_capacity(4096);
     while file.read_frame(&mut buf)? {
         let t0 = Instant::now();
         backend.process(
@@ -240,28 +223,16 @@ fn detect(a: DetectArgs) -> Result<(), DspError> {
             &mut dets,
         )?;
         times_us.push(t0.elapsed().as_secs_f64() * 1e6);
-        let rec = FrameRecord {
-            frame,
-            detections: dets
-                .list
-                .iter()
-                .map(|d| DetectionRecord {
-                    range_bin: d.range_bin,
-                    doppler_bin: d.doppler_bin,
-                    range_m: d.range_m,
-                    velocity_mps: d.velocity_mps,
-                    azimuth_deg: d.azimuth_deg,
-                    snr_db: d.snr_db,
-                    power_db: d.power_db,
-                })
-                .collect(),
+        line.clear();
+        DetectionsLine {
+            sequence: frame,
+            timestamp_ns: None,
+            latency_ns: None,
+            detections: &dets.list,
             cut: dets.cut,
-        };
-        serde_json::to_writer(&mut out, &rec).map_err(|e| DspError::Io {
-            context: out_name.clone(),
-            source: e.into(),
-        })?;
-        out.write_all(b"\n").map_err(io)?;
+        }
+        .write_to(&mut line);
+        out.write_all(&line).map_err(io)?;
         frame += 1;
     }
     out.flush().map_err(io)?;

@@ -8,6 +8,7 @@
 //! slots = 4                 # ring slots, >= 2
 //! content = "scene"         # scene (synthetic radar frames) | test-pattern
 //! chunk_period_us = 500     # 16 chunks x 500 us = one frame per 8 ms
+//! # chunk_period_ns = 62500 # finer; overrides chunk_period_us (1 ms frames)
 //! event_timeout_ms = 1000
 //! scene_frames = 8          # distinct scene frames cycled by playback
 //! scene_seed = 1
@@ -27,6 +28,32 @@
 //! [output]
 //! print_every = 1           # a line per N frames; 0 = status lines only
 //! stats_json = "stats.json" # summary written at exit
+//! status_interval_ms = 1000 # status line, STATUS=, loop CPU time
+//!
+//! [loop]
+//! policy = "process-all"    # process-all | skip-to-newest
+//! power_map_every = 125     # publish a 64x64 power map every N frames; 0 = never
+//!
+//! [health]
+//! good_frames = 1000        # consecutive good frames before the verdict
+//! state_file = "/run/radard/health"
+//! command = []              # e.g. ["/usr/bin/mark-good"]; run once, after the file
+//!
+//! [[sink]]                  # any number of sinks (docs/detections-format.md)
+//! kind = "jsonl"            # jsonl | udp | fpga
+//! path = "/var/lib/radard/detections.jsonl"
+//! rotate_bytes = 67108864   # start a new file past this size; 0 = never
+//! keep = 4                  # rotated files kept (path.1 .. path.K)
+//! # kind = "udp", address = "192.168.1.10:5005"
+//! # kind = "fpga"           # the FPGA's transmit channel (board/fpga/detections-record.md)
+//!
+//! [simulator]               # fault injection of --source sim (tests)
+//! drop_every = 0            # drop every Nth frame at the source
+//! short_every = 0           # deliver every Nth frame short
+//! crc_error_every = 0       # flag every Nth frame with a CRC mismatch
+//! stall_at = 0              # before frame N (0 = never) ...
+//! stall_ms = 0              # ... produce nothing for this long
+//! backend_error_every = 0   # fail the chain on every Nth frame
 //!
 //! [fpga_reset]              # the FPGA's reset line (src/fpga_reset.rs)
 //! enabled = false
@@ -57,6 +84,8 @@ pub enum ConfigError {
     Parse { path: String, message: String },
     #[error("config: {key}: {reason}")]
     Invalid { key: &'static str, reason: String },
+    #[error("config: {key}: {reason}")]
+    InvalidAt { key: String, reason: String },
     #[error("config: {0}")]
     Chain(#[from] radar_dsp::DspError),
     #[error("config: {0}")]
@@ -115,6 +144,10 @@ pub struct SourceConfig {
     pub slots: u32,
     pub content: Content,
     pub chunk_period_us: u32,
+    /// Finer chunk period in nanoseconds; overrides `chunk_period_us`
+    /// when set (e.g. 62500 for 1 ms frames of 16 chunks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_period_ns: Option<u64>,
     pub event_timeout_ms: u32,
     pub scene_frames: u32,
     pub scene_seed: u64,
@@ -129,6 +162,7 @@ impl Default for SourceConfig {
             slots: 4,
             content: Content::Scene,
             chunk_period_us: 500,
+            chunk_period_ns: None,
             event_timeout_ms: 1000,
             scene_frames: 8,
             scene_seed: 1,
@@ -164,6 +198,7 @@ impl Default for BackendConfig {
 pub struct OutputConfig {
     pub print_every: u32,
     pub stats_json: Option<PathBuf>,
+    pub status_interval_ms: u32,
 }
 
 impl Default for OutputConfig {
@@ -171,7 +206,113 @@ impl Default for OutputConfig {
         OutputConfig {
             print_every: 1,
             stats_json: None,
+            status_interval_ms: 1000,
         }
+    }
+}
+
+/// What the loop does when it falls behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoopPolicy {
+    /// Process every delivered frame, however late.
+    #[default]
+    ProcessAll,
+    /// Release a frame unprocessed (dropped, reason `late`) when a newer
+    /// one is already complete.
+    SkipToNewest,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoopConfig {
+    pub policy: LoopPolicy,
+    pub power_map_every: u32,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig {
+            policy: LoopPolicy::ProcessAll,
+            power_map_every: 125,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    pub good_frames: u64,
+    pub state_file: PathBuf,
+    pub command: Vec<String>,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig {
+            good_frames: 1000,
+            state_file: PathBuf::from("/run/radard/health"),
+            command: Vec::new(),
+        }
+    }
+}
+
+/// Fault injection of the simulator source (ignored with `kmod`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimulatorConfig {
+    pub drop_every: u64,
+    pub short_every: u64,
+    pub crc_error_every: u64,
+    pub corrupt_every: u64,
+    pub stall_at: u64,
+    pub stall_ms: u64,
+    pub backend_error_every: u64,
+    pub seed: u64,
+}
+
+/// One `[[sink]]` table; which keys apply depends on `kind`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SinkConfig {
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotate_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
+/// Sink kinds, for errors and `--help`.
+pub const SINK_KINDS: &str = "jsonl, udp, fpga";
+
+impl SinkConfig {
+    /// Parses a command-line sink: `jsonl:PATH`, `udp:HOST:PORT`, `fpga`.
+    pub fn from_arg(arg: &str) -> Result<Self, String> {
+        let (kind, rest) = arg.split_once(':').unwrap_or((arg, ""));
+        let mut s = SinkConfig {
+            kind: kind.to_string(),
+            ..SinkConfig::default()
+        };
+        match kind {
+            "jsonl" if !rest.is_empty() => s.path = Some(PathBuf::from(rest)),
+            "udp" if !rest.is_empty() => s.address = Some(rest.to_string()),
+            "fpga" if rest.is_empty() => {}
+            "jsonl" | "udp" | "fpga" => {
+                return Err(format!(
+                    "--sink {arg:?}: expected jsonl:PATH, udp:HOST:PORT or fpga"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "--sink {arg:?}: unknown sink kind {kind:?} ({SINK_KINDS})"
+                ));
+            }
+        }
+        Ok(s)
     }
 }
 
@@ -182,6 +323,12 @@ pub struct RadardConfig {
     pub backend: BackendConfig,
     pub rt: RtConfig,
     pub output: OutputConfig,
+    #[serde(rename = "loop")]
+    pub frame_loop: LoopConfig,
+    pub health: HealthConfig,
+    pub simulator: SimulatorConfig,
+    #[serde(rename = "sink", skip_serializing_if = "Vec::is_empty")]
+    pub sinks: Vec<SinkConfig>,
     pub geometry: Geometry,
     pub physical: Physical,
     pub cfar: CfarConfig,
@@ -230,8 +377,16 @@ impl RadardConfig {
     /// Time the FPGA takes for one frame at the configured cadence (None when
     /// the simulator runs as fast as it can).
     pub fn frame_period(&self) -> Option<std::time::Duration> {
-        let us = u64::from(self.source.chunk_period_us) * self.geometry.chunks_per_frame as u64;
-        (us > 0).then(|| std::time::Duration::from_micros(us))
+        let ns = self.chunk_period().as_nanos() as u64 * self.geometry.chunks_per_frame as u64;
+        (ns > 0).then(|| std::time::Duration::from_nanos(ns))
+    }
+
+    /// The chunk period (`source.chunk_period_ns`, else `chunk_period_us`).
+    pub fn chunk_period(&self) -> std::time::Duration {
+        match self.source.chunk_period_ns {
+            Some(ns) => std::time::Duration::from_nanos(ns),
+            None => std::time::Duration::from_micros(u64::from(self.source.chunk_period_us)),
+        }
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -283,6 +438,37 @@ impl RadardConfig {
                 ),
             });
         }
+        if self.output.status_interval_ms == 0 {
+            return Err(ConfigError::Invalid {
+                key: "output.status_interval_ms",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if self.health.good_frames == 0 {
+            return Err(ConfigError::Invalid {
+                key: "health.good_frames",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if self.health.command.first().is_some_and(|c| c.is_empty()) {
+            return Err(ConfigError::Invalid {
+                key: "health.command",
+                reason: "the program (first element) is empty".into(),
+            });
+        }
+        if self.sinks.len() > crate::status::MAX_SINKS {
+            return Err(ConfigError::Invalid {
+                key: "sink",
+                reason: format!(
+                    "{} sinks; at most {}",
+                    self.sinks.len(),
+                    crate::status::MAX_SINKS
+                ),
+            });
+        }
+        for (i, sink) in self.sinks.iter().enumerate() {
+            sink.validate(i)?;
+        }
         if let Some(period) = self.frame_period() {
             // The event timeout must allow one frame period.
             if u128::from(s.event_timeout_ms) < period.as_millis() {
@@ -295,6 +481,65 @@ impl RadardConfig {
                     ),
                 });
             }
+        }
+        Ok(())
+    }
+}
+
+impl SinkConfig {
+    /// Checks the keys `kind` needs and refuses those it does not take.
+    pub fn validate(&self, index: usize) -> Result<(), ConfigError> {
+        let bad = |key: &str, reason: String| ConfigError::InvalidAt {
+            key: format!("sink[{index}].{key}"),
+            reason,
+        };
+        let (needs_path, needs_address) = match self.kind.as_str() {
+            "jsonl" => (true, false),
+            "udp" => (false, true),
+            "fpga" => (false, false),
+            k => {
+                return Err(bad(
+                    "kind",
+                    format!("unknown sink kind {k:?} ({SINK_KINDS})"),
+                ));
+            }
+        };
+        if needs_path != self.path.is_some() {
+            return Err(bad(
+                "path",
+                if needs_path {
+                    "a jsonl sink needs a path".into()
+                } else {
+                    format!("a {} sink takes no path", self.kind)
+                },
+            ));
+        }
+        if !needs_path && (self.rotate_bytes.is_some() || self.keep.is_some()) {
+            return Err(bad(
+                "rotate_bytes",
+                format!("a {} sink does not rotate", self.kind),
+            ));
+        }
+        if needs_address != self.address.is_some() {
+            return Err(bad(
+                "address",
+                if needs_address {
+                    "a udp sink needs an address (host:port)".into()
+                } else {
+                    format!("a {} sink takes no address", self.kind)
+                },
+            ));
+        }
+        if let Some(a) = &self.address {
+            use std::net::ToSocketAddrs;
+            match a.to_socket_addrs().map(|mut it| it.next()) {
+                Ok(Some(_)) => {}
+                Ok(None) => return Err(bad("address", format!("{a:?} resolves to nothing"))),
+                Err(e) => return Err(bad("address", format!("{a:?}: {e}"))),
+            }
+        }
+        if self.keep == Some(0) {
+            return Err(bad("keep", "must be at least 1".into()));
         }
         Ok(())
     }
@@ -335,6 +580,18 @@ mod tests {
                 "geometry.chunks_per_frame",
             ),
             ("[source\n", "radard.toml"),
+            ("[[sink]]\nkind = \"smtp\"", "sink[0].kind"),
+            ("[[sink]]\nkind = \"jsonl\"", "sink[0].path"),
+            (
+                "[[sink]]\nkind = \"udp\"\naddress = \"nohost\"",
+                "sink[0].address",
+            ),
+            (
+                "[[sink]]\nkind = \"fpga\"\n[[sink]]\nkind = \"udp\"\naddress = \"1.2.3.4:99999\"",
+                "sink[1].address",
+            ),
+            ("[loop]\npolicy = \"fastest\"", "policy"),
+            ("[health]\ngood_frames = 0", "health.good_frames"),
         ];
         for (text, key) in cases {
             let err = RadardConfig::parse(text, "radard.toml")

@@ -6,16 +6,22 @@
 //! wait (`tests/hot_loop_alloc.rs` checks the allocation part).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use heapless::spsc::Producer;
 use radar_dsp::{Backend, Detections, DspError, FrameInput, SlotFrame};
 use tegra_p2p::source::Event;
-use tegra_p2p::{Frame, FrameSource, SequenceTracker, verify_test_pattern};
+use tegra_p2p::uapi::FPGA_P2P_EVF_CRC_MISMATCH;
+use tegra_p2p::{Frame, FrameSource, SequenceTracker, TxTarget, verify_test_pattern};
 use thiserror::Error;
 
-use crate::config::Content;
-use crate::report::{FrameRecord, LiveStats, PayloadCheck, SHOWN_DETECTIONS, ShownDetection};
+use crate::config::{Content, LoopPolicy};
+use crate::report::{FrameRecord, PayloadCheck, SHOWN_DETECTIONS, ShownDetection};
+use crate::sinks::DetectionFeed;
+use crate::status::{
+    DropReason, EventKind, LATEST_DETECTIONS, MAP_DETECTIONS, PowerMapSnapshot, StatusBoard,
+    StatusSnapshot, latency_bin, pool_power_map,
+};
 
 #[derive(Debug, Error)]
 pub enum LoopError {
@@ -30,7 +36,7 @@ pub struct LoopOptions {
     pub content: Content,
     /// Deadline per frame (the frame period); None = no deadline accounting.
     pub deadline: Option<Duration>,
-    /// Stop after this many frames.
+    /// Stop after this many frames (delivered frame events).
     pub max_frames: Option<u64>,
     /// Frames before the loop counts as warm (lazy set-up in backends).
     pub warmup_frames: u64,
@@ -42,6 +48,30 @@ pub struct LoopOptions {
     /// Chunk-streamed mode: the source delivers chunk events, and each is
     /// handed to the backend (needs `slots_prepared`).
     pub chunk_streaming: bool,
+    /// What to do when falling behind.
+    pub policy: LoopPolicy,
+    /// Publish a power map every N processed frames (0 = never).
+    pub power_map_every: u32,
+    /// Fail the chain on every Nth frame (fault injection; 0 = never).
+    pub backend_error_every: u64,
+}
+
+impl LoopOptions {
+    /// Options for `content` with everything else at its default.
+    pub fn new(content: Content) -> Self {
+        LoopOptions {
+            content,
+            deadline: None,
+            max_frames: None,
+            warmup_frames: 4,
+            print_every: 0,
+            slots_prepared: false,
+            chunk_streaming: false,
+            policy: LoopPolicy::ProcessAll,
+            power_map_every: 0,
+            backend_error_every: 0,
+        }
+    }
 }
 
 /// Why the loop ended without an error.
@@ -51,24 +81,30 @@ pub enum LoopEnd {
     StopRequested,
 }
 
-/// Latencies of the last `capacity` frames, kept without allocating.
+/// Latencies of the last `capacity` frames, kept without allocating: from
+/// the capture timestamp, and from the frame event (processing).
 pub struct LatencyLog {
     ns: Vec<u64>,
+    processing_ns: Vec<u64>,
     next: usize,
     filled: bool,
 }
 
 impl LatencyLog {
     pub fn with_capacity(capacity: usize) -> Self {
+        // Filled with a non-zero value so every page is touched now: the
+        // resident size does not grow while the log fills.
         LatencyLog {
-            ns: vec![0; capacity.max(1)],
+            ns: vec![u64::MAX; capacity.max(1)],
+            processing_ns: vec![u64::MAX; capacity.max(1)],
             next: 0,
             filled: false,
         }
     }
 
-    fn push(&mut self, v: u64) {
-        self.ns[self.next] = v;
+    fn push(&mut self, latency: u64, processing: u64) {
+        self.ns[self.next] = latency;
+        self.processing_ns[self.next] = processing;
         self.next += 1;
         if self.next == self.ns.len() {
             self.next = 0;
@@ -76,12 +112,41 @@ impl LatencyLog {
         }
     }
 
-    /// The recorded values (not in arrival order once it wrapped).
-    pub fn values(&self) -> &[u64] {
+    fn used(&self) -> usize {
         if self.filled {
-            &self.ns
+            self.ns.len()
         } else {
-            &self.ns[..self.next]
+            self.next
+        }
+    }
+
+    /// Capture timestamp to detections (not in arrival order once it wrapped).
+    pub fn values(&self) -> &[u64] {
+        &self.ns[..self.used()]
+    }
+
+    /// Frame event to detections.
+    pub fn processing_values(&self) -> &[u64] {
+        &self.processing_ns[..self.used()]
+    }
+}
+
+/// The FPGA sink as the loop drives it (see `sinks`).
+pub struct FpgaSink {
+    /// Its index among the board's sink counters.
+    pub index: usize,
+    /// Detections per record at most.
+    pub max_detections: usize,
+    /// Preallocated record buffer.
+    pub buf: Vec<u8>,
+}
+
+impl FpgaSink {
+    pub fn new(index: usize, max_detections: usize) -> Self {
+        FpgaSink {
+            index,
+            max_detections,
+            buf: Vec::with_capacity(crate::sinks::fpga_record_bytes(max_detections)),
         }
     }
 }
@@ -89,29 +154,57 @@ impl LatencyLog {
 /// Everything the loop needs besides the source and the backend.
 pub struct LoopContext<'q, 'a> {
     pub log: Producer<'q, FrameRecord>,
-    pub live: &'a LiveStats,
+    pub board: &'a StatusBoard,
     pub stop: &'a AtomicBool,
     pub latencies: &'a mut LatencyLog,
+    /// The threaded sinks' feed (None: no such sinks).
+    pub feed: Option<&'a DetectionFeed>,
+    pub fpga: Option<&'a mut FpgaSink>,
+    /// Preallocated power-map buffers (raw map, pooled snapshot).
+    pub power_raw: &'a mut Vec<f32>,
+    pub power_map: &'a mut PowerMapSnapshot,
+    /// Range (m) and velocity (m/s) of one bin, for the map's axes.
+    pub range_bin_m: f64,
+    pub velocity_bin_mps: f64,
+    pub n_loops: usize,
+    pub n_samples: usize,
     /// Called once, when the warm-up frames are done.
     pub on_warm: &'a mut dyn FnMut(),
+}
+
+/// The next thing the source has for the loop.
+enum Next<'s> {
+    Frame(Frame<'s>),
+    /// A recoverable source condition (b of the SourceFault event: 1
+    /// timeout, 2 overflow); the loop goes on waiting.
+    Fault(u64),
 }
 
 /// Waits for the next frame event, the `capture`-th since the start. Chunk
 /// events before it are that frame's (events come in order): in
 /// chunk-streamed mode each goes to the backend as part of capture
 /// `capture` of its slot (its work starts; nothing waits for it), else they
-/// are passed over, as are transmit completions. A chunk event the backend
-/// refuses is counted, and the frame is processed whole.
+/// are passed over; transmit completions are counted for the fpga sink. A
+/// chunk event the backend refuses is counted, and the frame is processed
+/// whole. A timeout or an event overflow is reported, not fatal.
 fn next_frame<'s, 'b>(
     src: &'s dyn FrameSource,
     mut backend: Option<&mut (dyn Backend + 'b)>,
     opts: &LoopOptions,
-    live: &LiveStats,
+    snap: &mut StatusSnapshot,
+    board: &StatusBoard,
+    fpga_index: Option<usize>,
     capture: u64,
-) -> Result<Frame<'s>, LoopError> {
+) -> Result<Next<'s>, LoopError> {
     loop {
-        match src.next_event(None)? {
-            Event::Frame(f) => return Ok(f),
+        let ev = match src.next_event(None) {
+            Ok(ev) => ev,
+            Err(tegra_p2p::Error::Timeout { .. }) => return Ok(Next::Fault(1)),
+            Err(tegra_p2p::Error::Overflow { .. }) => return Ok(Next::Fault(2)),
+            Err(e) => return Err(e.into()),
+        };
+        match ev {
+            Event::Frame(f) => return Ok(Next::Frame(f)),
             Event::Chunk(c) => {
                 if let Some(b) = backend.as_deref_mut().filter(|_| opts.chunk_streaming) {
                     let frame = SlotFrame {
@@ -119,18 +212,44 @@ fn next_frame<'s, 'b>(
                         capture,
                     };
                     match b.chunk_landed(frame, c.chunk as usize) {
-                        Ok(()) => LiveStats::add(&live.chunks_streamed, 1),
-                        Err(_) => LiveStats::add(&live.chunk_errors, 1),
+                        Ok(()) => snap.chunks_streamed += 1,
+                        Err(_) => snap.chunk_errors += 1,
                     }
                 }
             }
-            Event::TxDone { .. } => {}
+            Event::TxDone { failed, .. } => {
+                if let (true, Some(i)) = (failed, fpga_index) {
+                    let errors = board.sink_error(i);
+                    if errors.is_power_of_two() {
+                        board.post(EventKind::SinkError, i as u64, errors);
+                    }
+                }
+            }
         }
     }
 }
 
-/// Runs until the frame limit, a stop request, or an error of the source or
-/// the chain. `backend` is None for test-pattern content.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: out-pointer to a local timespec (vDSO, no system call).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Counts a frame not processed.
+fn drop_frame(snap: &mut StatusSnapshot, board: &StatusBoard, reason: DropReason, sequence: u64) {
+    snap.dropped[reason as usize] += 1;
+    snap.consecutive_good = 0;
+    board.post(EventKind::Drop, sequence, reason as u64);
+}
+
+/// Runs until the frame limit, a stop request, or a fatal error of the
+/// source (revoked, engine fault). `backend` is None for test-pattern
+/// content. The ledger closes at every publication: frames produced =
+/// processed + dropped by reason.
 pub fn run(
     src: &dyn FrameSource,
     mut backend: Option<&mut dyn Backend>,
@@ -140,27 +259,81 @@ pub fn run(
 ) -> Result<LoopEnd, LoopError> {
     let chunk_bytes = src.chunk_bytes();
     let slot_bytes = src.ring().slot_bytes();
+    let period_ns = opts.deadline.map_or(0, |d| d.as_nanos() as u64);
+    let board = ctx.board;
     let mut count: u64 = 0;
     let mut sequence = SequenceTracker::new();
-    let live = ctx.live;
-    loop {
+    let mut snap = StatusSnapshot::default();
+    let mut rate_start = now_ns();
+    let mut rate_frames = 0u64;
+    let fpga_index = ctx.fpga.as_ref().map(|f| f.index);
+    board.post(EventKind::Started, period_ns, 0);
+    let end = loop {
         if ctx.stop.load(Ordering::Relaxed) {
-            return Ok(LoopEnd::StopRequested);
+            break LoopEnd::StopRequested;
         }
         if opts.max_frames.is_some_and(|m| count >= m) {
-            return Ok(LoopEnd::FrameLimit);
+            break LoopEnd::FrameLimit;
         }
         if count == opts.warmup_frames {
             (ctx.on_warm)();
         }
 
         // `count` numbers the frame events: it is this frame's capture.
-        let frame = next_frame(src, backend.as_deref_mut(), opts, live, count)?;
-        let t0 = Instant::now();
+        let next = next_frame(
+            src,
+            backend.as_deref_mut(),
+            opts,
+            &mut snap,
+            board,
+            fpga_index,
+            count,
+        );
+        let frame = match next {
+            Ok(Next::Frame(f)) => f,
+            Ok(Next::Fault(kind)) => {
+                if kind == 1 {
+                    snap.source_timeouts += 1;
+                }
+                snap.consecutive_good = 0;
+                board.post(EventKind::SourceFault, snap.latest.sequence, kind);
+                snap.generation += 1;
+                board.publish(&snap);
+                continue;
+            }
+            Err(e) => {
+                board.post(EventKind::SourceFault, snap.latest.sequence, 3);
+                board.post(EventKind::Stop, snap.frames_processed, 0);
+                snap.generation += 1;
+                board.publish(&snap);
+                return Err(e);
+            }
+        };
+        let t_event = now_ns();
         let meta = *frame.meta();
+        // Capture time on the host clock: the simulator stamps frames with
+        // CLOCK_MONOTONIC; a stamp from another clock (in the future, or
+        // more than a minute old) is replaced by "one period before the
+        // frame event", when its last chunk landed.
+        let captured = if meta.timestamp_ns == 0
+            || meta.timestamp_ns > t_event
+            || t_event - meta.timestamp_ns > 60_000_000_000
+        {
+            t_event.saturating_sub(period_ns)
+        } else {
+            meta.timestamp_ns
+        };
+        // Capture takes one period; the frame is due one period after that.
+        let due = captured + 2 * period_ns;
         let sequence_ok = sequence.observe(meta.sequence, meta.dropped).is_ok();
         if !sequence_ok {
-            LiveStats::add(&live.sequence_errors, 1);
+            snap.sequence_errors += 1;
+        }
+        snap.frames_produced += u64::from(meta.dropped) + 1;
+        if meta.dropped > 0 {
+            snap.dropped[DropReason::AtSource as usize] += u64::from(meta.dropped);
+            snap.consecutive_good = 0;
+            board.post(EventKind::Drop, meta.sequence, DropReason::AtSource as u64);
         }
         let mut rec = FrameRecord {
             sequence_break: !sequence_ok,
@@ -172,9 +345,18 @@ pub fn run(
             ..FrameRecord::default()
         };
 
-        if frame.len() < slot_bytes {
-            // A short frame cannot go through the chain; it is reported.
-            LiveStats::add(&live.short_frames, 1);
+        let mut processed = false;
+        if opts.policy == LoopPolicy::SkipToNewest && period_ns > 0 && t_event >= due {
+            // A newer frame is complete already: this one goes unprocessed.
+            drop_frame(&mut snap, board, DropReason::Late, meta.sequence);
+            rec.skipped = Some(DropReason::Late);
+        } else if frame.len() < slot_bytes || meta.is_short() {
+            // A short frame cannot go through the chain.
+            drop_frame(&mut snap, board, DropReason::Short, meta.sequence);
+            rec.skipped = Some(DropReason::Short);
+        } else if meta.flags & FPGA_P2P_EVF_CRC_MISMATCH != 0 {
+            drop_frame(&mut snap, board, DropReason::Crc, meta.sequence);
+            rec.skipped = Some(DropReason::Crc);
         } else {
             match opts.content {
                 Content::TestPattern => {
@@ -184,8 +366,11 @@ pub fn run(
                         Ok(()) if frame.check_crc().is_err() => PayloadCheck::CrcMismatch,
                         Ok(()) => PayloadCheck::Verified,
                     };
-                    if rec.check != PayloadCheck::Verified {
-                        LiveStats::add(&live.payload_errors, 1);
+                    if rec.check == PayloadCheck::Verified {
+                        processed = true;
+                    } else {
+                        drop_frame(&mut snap, board, DropReason::Crc, meta.sequence);
+                        rec.skipped = Some(DropReason::Crc);
                     }
                 }
                 Content::Scene => {
@@ -197,45 +382,163 @@ pub fn run(
                                 capture: count,
                             }),
                         };
-                        b.process(input, dets)?;
-                        rec.detections = dets.list.len() as u32;
-                        rec.cut = dets.cut;
-                        for (shown, d) in rec.shown.iter_mut().zip(&dets.list) {
-                            *shown = ShownDetection {
-                                range_m: d.range_m,
-                                velocity_mps: d.velocity_mps,
-                                azimuth_deg: d.azimuth_deg,
-                                snr_db: d.snr_db,
-                            };
+                        let injected = opts.backend_error_every > 0
+                            && meta.sequence % opts.backend_error_every
+                                == opts.backend_error_every - 1;
+                        let result = if injected {
+                            dets.clear();
+                            Err(())
+                        } else {
+                            b.process(input, dets).map_err(|_| ())
+                        };
+                        match result {
+                            Ok(()) => {
+                                processed = true;
+                                rec.detections = dets.list.len() as u32;
+                                rec.cut = dets.cut;
+                                for (shown, d) in rec.shown.iter_mut().zip(&dets.list) {
+                                    *shown = ShownDetection {
+                                        range_m: d.range_m,
+                                        velocity_mps: d.velocity_mps,
+                                        azimuth_deg: d.azimuth_deg,
+                                        snr_db: d.snr_db,
+                                    };
+                                }
+                                debug_assert!(rec.shown.len() == SHOWN_DETECTIONS);
+                            }
+                            Err(()) => {
+                                drop_frame(&mut snap, board, DropReason::Error, meta.sequence);
+                                board.post(EventKind::BackendError, meta.sequence, 0);
+                                rec.skipped = Some(DropReason::Error);
+                            }
                         }
-                        debug_assert!(rec.shown.len() == SHOWN_DETECTIONS);
+                    } else {
+                        processed = true;
                     }
                 }
             }
         }
         frame.release()?;
 
-        let latency = t0.elapsed().as_nanos() as u64;
-        rec.latency_ns = latency;
-        rec.deadline_missed = opts.deadline.is_some_and(|d| latency > d.as_nanos() as u64);
-        ctx.latencies.push(latency);
-        LiveStats::add(&live.frames, 1);
-        LiveStats::add(&live.dropped_at_source, u64::from(meta.dropped));
-        if rec.deadline_missed {
-            LiveStats::add(&live.deadline_misses, 1);
+        let finished = now_ns();
+        let latency = finished.saturating_sub(captured);
+        let processing = finished.saturating_sub(t_event);
+        if processed {
+            snap.frames_processed += 1;
+            if snap.frames_processed == 1 {
+                board.post(EventKind::FramesFlowing, meta.sequence, 0);
+            }
+            let late = period_ns > 0 && finished > due;
+            rec.latency_ns = processing;
+            rec.delivery_ns = t_event.saturating_sub(captured);
+            rec.deadline_missed = late;
+            ctx.latencies.push(latency, processing);
+            snap.latency_hist[latency_bin(latency)] += 1;
+            snap.latency_max_ns = snap.latency_max_ns.max(latency);
+            snap.processing_last_ns = processing;
+            snap.processing_max_ns = snap.processing_max_ns.max(processing);
+            if late {
+                snap.deadline_misses += 1;
+                snap.lateness_hist[latency_bin(finished - due)] += 1;
+                board.post(EventKind::DeadlineMiss, meta.sequence, finished - due);
+            }
+            if late || !sequence_ok || meta.dropped > 0 {
+                snap.consecutive_good = 0;
+            } else {
+                snap.consecutive_good += 1;
+            }
+            let list: &[radar_dsp::Detection] = match opts.content {
+                Content::Scene => &dets.list,
+                Content::TestPattern => &[],
+            };
+            let cut = if opts.content == Content::Scene {
+                dets.cut
+            } else {
+                0
+            };
+            let l = &mut snap.latest;
+            l.sequence = meta.sequence;
+            l.timestamp_ns = meta.timestamp_ns;
+            l.latency_ns = latency;
+            l.count = list.len() as u32;
+            let kept = list.len().min(LATEST_DETECTIONS);
+            l.cut = cut + (list.len() - kept) as u32;
+            l.detections[..kept].copy_from_slice(&list[..kept]);
+            if let Some(feed) = ctx.feed {
+                feed.push(meta.sequence, meta.timestamp_ns, latency, list, cut);
+            }
+            if let Some(f) = ctx.fpga.as_deref_mut() {
+                crate::sinks::encode_fpga_record(
+                    meta.sequence,
+                    meta.timestamp_ns,
+                    list,
+                    cut,
+                    f.max_detections,
+                    &mut f.buf,
+                );
+                match src.transmit(TxTarget::Detections, &f.buf, meta.sequence) {
+                    Ok(()) => board.sink_sent(f.index, 1),
+                    // Every transmit slot still with the FPGA.
+                    Err(e) if e.errno().is_some_and(|n| n as i32 == libc::EAGAIN) => {
+                        board.sink_queue_full(f.index, 1)
+                    }
+                    Err(_) => {
+                        let errors = board.sink_error(f.index);
+                        if errors.is_power_of_two() {
+                            board.post(EventKind::SinkError, f.index as u64, errors);
+                        }
+                    }
+                }
+            }
+            if opts.power_map_every > 0
+                && opts.content == Content::Scene
+                && snap.frames_processed % u64::from(opts.power_map_every) == 0
+            {
+                if let Some(b) = backend.as_deref_mut() {
+                    if b.power_map(ctx.power_raw).is_ok() {
+                        let m = &mut *ctx.power_map;
+                        pool_power_map(
+                            ctx.power_raw,
+                            ctx.n_loops,
+                            ctx.n_samples,
+                            ctx.range_bin_m,
+                            ctx.velocity_bin_mps,
+                            m,
+                        );
+                        m.generation += 1;
+                        m.sequence = meta.sequence;
+                        m.detection_count = list.len() as u32;
+                        let kept = list.len().min(MAP_DETECTIONS);
+                        m.detection_cut = cut + (list.len() - kept) as u32;
+                        m.detections[..kept].copy_from_slice(&list[..kept]);
+                        board.publish_power_map(m);
+                    }
+                }
+            }
+        } else {
+            rec.latency_ns = processing;
         }
-        live.last_latency_ns.store(latency, Ordering::Relaxed);
-        live.max_latency_ns.fetch_max(latency, Ordering::Relaxed);
+        rate_frames += u64::from(processed);
+        if finished - rate_start >= 1_000_000_000 {
+            snap.rate_hz = rate_frames as f64 * 1e9 / (finished - rate_start) as f64;
+            rate_start = finished;
+            rate_frames = 0;
+        }
         let failed = rec.deadline_missed
             || rec.sequence_break
+            || rec.skipped.is_some()
             || matches!(
                 rec.check,
                 PayloadCheck::PatternMismatch(_) | PayloadCheck::CrcMismatch
             );
         let print = opts.print_every > 0 && count % u64::from(opts.print_every) == 0;
         if (print || failed) && ctx.log.enqueue(rec).is_err() {
-            LiveStats::add(&live.records_lost, 1);
+            snap.log_records_lost += 1;
         }
+        snap.generation += 1;
+        board.publish(&snap);
         count += 1;
-    }
+    };
+    board.post(EventKind::Stop, snap.frames_processed, 0);
+    Ok(end)
 }

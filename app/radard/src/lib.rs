@@ -11,6 +11,9 @@ pub mod fpga_reset;
 pub mod frame_loop;
 pub mod report;
 pub mod rt;
+pub mod service;
 pub mod setup;
+pub mod sinks;
+pub mod status;
 
 pub use config::RadardConfig;

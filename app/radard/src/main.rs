@@ -8,14 +8,18 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
 use radar_dsp::Detections;
-use radard::config::{Content, RadardConfig, SourceKind};
-use radard::frame_loop::{self, LatencyLog, LoopContext, LoopEnd, LoopOptions};
-use radard::report::{LiveStats, LogQueue, run_printer};
+use radard::config::{Content, LoopPolicy, RadardConfig, SinkConfig, SourceKind};
+use radard::frame_loop::{self, FpgaSink, LatencyLog, LoopContext, LoopEnd, LoopOptions};
+use radard::report::{LogQueue, run_printer};
+use radard::service::{Supervisor, ThreadCpuClock, rss_kib};
+use radard::sinks::{DetectionFeed, Sink, create_sinks, fpga_record_bytes, run_writer};
+use radard::status::{DropReason, PowerMapSnapshot, StatusBoard};
 use radard::{rt, setup};
 use serde::Serialize;
 
@@ -24,7 +28,7 @@ use serde::Serialize;
     name = "radard",
     version,
     about = "Radar appliance: capture frames, run the processing chain every frame period, report detections",
-    after_help = "Examples:\n  radard                                  simulator, synthetic scene, 8 ms frames, best backend\n  radard --frames 500 --backend cpu      500 frames on the CPU backend, then a summary\n  radard --content test-pattern          verify every byte of every frame instead of DSP\n  radard --source kmod --device 0        frames from /dev/fpga-p2p0\n  radard --print-config                  the effective configuration as TOML\n\nExit status: 0 clean; 1 start-up or source failure; 2 bad configuration or arguments;\n3 the run completed but frames had payload errors, sequence breaks or deadline misses."
+    after_help = "Examples:\n  radard                                  simulator, synthetic scene, 8 ms frames, best backend\n  radard --frames 500 --backend cpu      500 frames on the CPU backend, then a summary\n  radard --content test-pattern          verify every byte of every frame instead of DSP\n  radard --source kmod --device 0        frames from /dev/fpga-p2p0\n  radard --print-config                  the effective configuration as TOML\n\nDetection sinks (--sink, repeatable, or [[sink]] tables in the TOML; docs/detections-format.md):\n  --sink jsonl:/var/lib/radard/detections.jsonl   one JSON object per frame, rotated by size\n                                                  ([[sink]] kind = \"jsonl\", path, rotate_bytes, keep)\n  --sink udp:192.168.1.10:5005                   one datagram (the same JSON line) per frame\n                                                  ([[sink]] kind = \"udp\", address)\n  --sink fpga                                     a binary record per frame to the FPGA's transmit\n                                                  channel ([[sink]] kind = \"fpga\"; board/fpga/detections-record.md)\n\nsystemd: READY=1 once frames flow, STATUS= every status interval, WATCHDOG=1 while frames\narrive and deadlines hold (WatchdogSec=); after health.good_frames consecutive good frames\nthe verdict goes to health.state_file (default /run/radard/health; docs/health-verdict.md).\n\nExit status: 0 clean; 1 start-up or source failure; 2 bad configuration or arguments;\n3 the run completed but frames had payload errors, sequence breaks or deadline misses."
 )]
 struct Cli {
     /// Configuration file (TOML); every key has a default.
@@ -52,9 +56,22 @@ struct Cli {
     /// Chunk period in microseconds (16 chunks per frame; 0 = as fast as possible, simulator only).
     #[arg(long)]
     chunk_period_us: Option<u32>,
+    /// Chunk period in nanoseconds (overrides --chunk-period-us; 62500 = 1 ms frames).
+    #[arg(long)]
+    chunk_period_ns: Option<u64>,
     /// Print a frame line every N frames (0: status lines only).
     #[arg(long)]
     print_every: Option<u32>,
+    /// Detection sink, repeatable: jsonl:PATH, udp:HOST:PORT or fpga (added
+    /// to the configuration's [[sink]] tables).
+    #[arg(long = "sink", value_name = "KIND[:WHERE]")]
+    sinks: Vec<String>,
+    /// Falling behind: process-all or skip-to-newest ([loop] policy).
+    #[arg(long)]
+    policy: Option<String>,
+    /// Where the health verdict goes (health.state_file).
+    #[arg(long)]
+    health_file: Option<PathBuf>,
     /// Write the run's summary as JSON to this file at exit.
     #[arg(long)]
     stats_json: Option<PathBuf>,
@@ -97,16 +114,50 @@ struct Summary {
     frames_streamed: u64,
     content: String,
     end: String,
+    policy: String,
+    /// Frames processed.
     frames: u64,
+    /// The ledger: produced = processed + dropped by reason.
+    frames_produced: u64,
+    dropped: Dropped,
+    ledger_closed: bool,
     dropped_at_source: u64,
     deadline_misses: u64,
+    source_timeouts: u64,
     payload_errors: u64,
     sequence_errors: u64,
     short_frames: u64,
     log_records_lost: u64,
     frame_period_ms: Option<f64>,
+    /// Capture timestamp to detections published.
     latency_ms: Percentiles,
+    /// Frame event to detections published.
+    processing_ms: Percentiles,
+    /// Loop thread CPU time per frame (us) over the run.
+    loop_cpu_us_per_frame: Option<f64>,
+    rss_warm_kib: Option<u64>,
+    rss_end_kib: Option<u64>,
+    health: String,
+    watchdog_pings: u64,
+    sinks: Vec<SinkSummary>,
     source_counters: Option<SourceCounters>,
+}
+
+#[derive(Serialize)]
+struct Dropped {
+    at_source: u64,
+    late: u64,
+    short: u64,
+    crc: u64,
+    error: u64,
+}
+
+#[derive(Serialize)]
+struct SinkSummary {
+    name: String,
+    sent: u64,
+    queue_full: u64,
+    errors: u64,
 }
 
 #[derive(Serialize, Default)]
@@ -172,6 +223,10 @@ fn load_config(cli: &Cli) -> Result<RadardConfig, String> {
     }
     if let Some(p) = cli.chunk_period_us {
         cfg.source.chunk_period_us = p;
+        cfg.source.chunk_period_ns = None;
+    }
+    if let Some(p) = cli.chunk_period_ns {
+        cfg.source.chunk_period_ns = Some(p);
     }
     if let Some(p) = cli.print_every {
         cfg.output.print_every = p;
@@ -181,6 +236,23 @@ fn load_config(cli: &Cli) -> Result<RadardConfig, String> {
     }
     if cli.strict_rt {
         cfg.rt.strict = true;
+    }
+    for a in &cli.sinks {
+        cfg.sinks.push(SinkConfig::from_arg(a)?);
+    }
+    if let Some(p) = &cli.policy {
+        cfg.frame_loop.policy = match p.as_str() {
+            "process-all" => LoopPolicy::ProcessAll,
+            "skip-to-newest" => LoopPolicy::SkipToNewest,
+            _ => {
+                return Err(format!(
+                    "--policy {p:?}: expected process-all or skip-to-newest"
+                ));
+            }
+        };
+    }
+    if let Some(p) = &cli.health_file {
+        cfg.health.state_file = p.clone();
     }
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
@@ -208,8 +280,12 @@ fn main() -> ExitCode {
         }
     }
     match run(&cli, &cfg) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(3),
+        Ok(RunEnd::Clean) => ExitCode::SUCCESS,
+        Ok(RunEnd::WithErrors) => ExitCode::from(3),
+        Ok(RunEnd::BadConfig(e)) => {
+            eprintln!("radard: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("radard: {e}");
             ExitCode::FAILURE
@@ -217,9 +293,22 @@ fn main() -> ExitCode {
     }
 }
 
-/// Ok(true): clean end; Ok(false): ran, but frames had errors or misses.
-fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
+/// How a run ended (errors of start-up or the source are `Err`).
+enum RunEnd {
+    Clean,
+    /// Ran, but frames had errors or misses.
+    WithErrors,
+    /// A sink could not be created.
+    BadConfig(String),
+}
+
+fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
     install_signal_handlers();
+    // Sinks first: one that cannot be created is a configuration error.
+    let sinks = match create_sinks(&cfg.sinks) {
+        Ok(s) => s,
+        Err(e) => return Ok(RunEnd::BadConfig(e.to_string())),
+    };
     // The FPGA leaves reset before its device is opened; the line stays
     // held, released, until radard exits.
     let fpga_reset = radard::fpga_reset::pulse(&cfg.fpga_reset).map_err(|e| e.to_string())?;
@@ -271,22 +360,53 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
         }
     }
 
+    let fpga_index = cfg.sinks.iter().position(|k| k.kind == "fpga");
+    if fpga_index.is_some() {
+        setup::attach_fpga_tx(&mut source, fpga_record_bytes(cfg.chain.max_detections))
+            .map_err(|e| format!("sink fpga: {e}"))?;
+    }
     let opts = LoopOptions {
-        content: cfg.source.content,
         deadline: cfg.frame_period(),
         max_frames: cli.frames,
         warmup_frames: 4,
         print_every: cfg.output.print_every,
         slots_prepared,
         chunk_streaming,
+        policy: cfg.frame_loop.policy,
+        power_map_every: cfg.frame_loop.power_map_every,
+        backend_error_every: cfg.simulator.backend_error_every,
+        ..LoopOptions::new(cfg.source.content)
     };
     let mut dets = Detections::with_capacity(cfg.chain.max_detections);
     let mut latencies =
         LatencyLog::with_capacity(cli.frames.map_or(1 << 16, |n| n.min(1 << 20) as usize));
-    let live = LiveStats::default();
+    let board = Arc::new(StatusBoard::new());
+    board.set_sink_count(sinks.len());
+    let sink_names: Vec<String> = sinks.iter().map(|s| s.name().to_string()).collect();
+    for (i, n) in sink_names.iter().enumerate() {
+        println!("radard: sink[{i}]: {n}");
+    }
+    let feed = sinks
+        .iter()
+        .any(|s| matches!(s, Sink::Threaded { .. }))
+        .then(|| DetectionFeed::new(cfg.chain.max_detections));
+    let mut fpga = fpga_index.map(|i| FpgaSink::new(i, cfg.chain.max_detections));
+    let g = &cfg.geometry;
+    let mut power_raw: Vec<f32> = Vec::with_capacity(g.n_loops * g.n_samples);
+    let mut power_map = Box::new(PowerMapSnapshot::default());
     let done = AtomicBool::new(false);
+    let sinks_done = AtomicBool::new(false);
     let mut queue = LogQueue::new();
     let (producer, consumer) = queue.split();
+    // The loop runs on this thread: its CPU clock is read by the status thread.
+    let cpu_clock = ThreadCpuClock::of_current_thread();
+    let mut supervisor = Supervisor::new(&board, cfg.health.clone(), cpu_clock, 10_000);
+    if let Some(w) = supervisor.watchdog() {
+        println!(
+            "radard: systemd watchdog every {:.1} s (pinged while frames flow and deadlines hold)",
+            w.as_secs_f64()
+        );
+    }
 
     let params = setup::start_params(cfg, chunk_streaming);
     source
@@ -302,32 +422,69 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
         source.as_dyn().name(),
         cfg.frame_period()
             .map_or("as fast as possible".to_string(), |p| format!(
-                "{:.1} ms",
+                "{:.3} ms",
                 p.as_secs_f64() * 1e3
             )),
     );
 
-    let result = std::thread::scope(|scope| {
+    let status_every = Duration::from_millis(u64::from(cfg.output.status_interval_ms));
+    let (result, figures) = std::thread::scope(|scope| {
+        let mut writers = Vec::new();
+        for (i, sink) in sinks.into_iter().enumerate() {
+            if let (Sink::Threaded { target, .. }, Some(feed)) = (sink, feed.as_ref()) {
+                let (board, sinks_done) = (&*board, &sinks_done);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("sink{i}"))
+                    .spawn_scoped(scope, move || {
+                        run_writer(i, target, feed, board, sinks_done, 0)
+                    });
+                match spawned {
+                    Ok(h) => writers.push(h),
+                    Err(e) => eprintln!("radard: sink[{i}]: cannot start its thread: {e}"),
+                }
+            }
+        }
         let printer = scope.spawn(|| {
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
-            run_printer(consumer, &live, &done, Duration::from_secs(1), &mut out);
+            run_printer(
+                consumer,
+                &board,
+                &done,
+                status_every,
+                &sink_names,
+                &mut supervisor,
+                &mut out,
+            );
+            supervisor
         });
         let mut on_warm = || {};
         let mut ctx = LoopContext {
             log: producer,
-            live: &live,
+            board: &board,
             stop: &STOP,
             latencies: &mut latencies,
+            feed: feed.as_ref(),
+            fpga: fpga.as_mut(),
+            power_raw: &mut power_raw,
+            power_map: &mut power_map,
+            range_bin_m: cfg.physical.range_bin_m(g),
+            velocity_bin_mps: cfg.physical.velocity_bin_mps(g),
+            n_loops: g.n_loops,
+            n_samples: g.n_samples,
             on_warm: &mut on_warm,
         };
         let backend = selected
             .as_mut()
             .map(|s| s.backend.as_mut() as &mut dyn radar_dsp::Backend);
         let r = frame_loop::run(source.as_dyn(), backend, &mut dets, &opts, &mut ctx);
+        sinks_done.store(true, Ordering::Release);
+        for w in writers {
+            let _ = w.join();
+        }
         done.store(true, Ordering::Release);
-        let _ = printer.join();
-        r
+        let figures = printer.join().ok().map(|mut s| s.finish(&board.snapshot()));
+        (r, figures.unwrap_or_default())
     });
     let counters = source.as_dyn().counters().ok();
     let _ = source.as_dyn_mut().stop();
@@ -337,25 +494,58 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
         Ok(LoopEnd::StopRequested) => "stopped by signal".to_string(),
         Err(e) => format!("error: {e}"),
     };
+    let snap = board.snapshot();
     let summary = Summary {
         source: source.as_dyn().name().to_string(),
         backend: backend_name,
         backend_reason,
         chunk_streaming,
-        chunks_streamed: LiveStats::get(&live.chunks_streamed),
-        chunk_errors: LiveStats::get(&live.chunk_errors),
+        chunks_streamed: snap.chunks_streamed,
+        chunk_errors: snap.chunk_errors,
         frames_streamed: selected.as_ref().map_or(0, |s| s.backend.frames_streamed()),
         content: format!("{:?}", cfg.source.content),
         end: end.clone(),
-        frames: LiveStats::get(&live.frames),
-        dropped_at_source: LiveStats::get(&live.dropped_at_source),
-        deadline_misses: LiveStats::get(&live.deadline_misses),
-        payload_errors: LiveStats::get(&live.payload_errors),
-        sequence_errors: LiveStats::get(&live.sequence_errors),
-        short_frames: LiveStats::get(&live.short_frames),
-        log_records_lost: LiveStats::get(&live.records_lost),
+        policy: format!("{:?}", cfg.frame_loop.policy),
+        frames: snap.frames_processed,
+        frames_produced: snap.frames_produced,
+        dropped: Dropped {
+            at_source: snap.dropped(DropReason::AtSource),
+            late: snap.dropped(DropReason::Late),
+            short: snap.dropped(DropReason::Short),
+            crc: snap.dropped(DropReason::Crc),
+            error: snap.dropped(DropReason::Error),
+        },
+        ledger_closed: snap.ledger_closes(),
+        dropped_at_source: snap.dropped(DropReason::AtSource),
+        deadline_misses: snap.deadline_misses,
+        source_timeouts: snap.source_timeouts,
+        payload_errors: if cfg.source.content == Content::TestPattern {
+            snap.dropped(DropReason::Crc)
+        } else {
+            0
+        },
+        sequence_errors: snap.sequence_errors,
+        short_frames: snap.dropped(DropReason::Short),
+        log_records_lost: snap.log_records_lost,
         frame_period_ms: cfg.frame_period().map(|p| p.as_secs_f64() * 1e3),
         latency_ms: percentiles(latencies.values()),
+        processing_ms: percentiles(latencies.processing_values()),
+        loop_cpu_us_per_frame: (figures.loop_cpu_frames > 0)
+            .then(|| figures.loop_cpu_total_ns as f64 / 1e3 / figures.loop_cpu_frames as f64),
+        rss_warm_kib: figures.rss_warm_kib,
+        rss_end_kib: rss_kib(),
+        health: snap.health().name().to_string(),
+        watchdog_pings: figures.watchdog_pings,
+        sinks: sink_names
+            .iter()
+            .zip(&snap.sinks)
+            .map(|(n, c)| SinkSummary {
+                name: n.clone(),
+                sent: c.sent,
+                queue_full: c.queue_full,
+                errors: c.errors,
+            })
+            .collect(),
         source_counters: counters.map(|c| SourceCounters {
             frames: c.frames,
             chunks: c.chunks,
@@ -377,7 +567,13 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
         println!("radard: summary written to {}", path.display());
     }
     result.map_err(|e| e.to_string())?;
-    Ok(summary.payload_errors == 0 && summary.sequence_errors == 0 && summary.deadline_misses == 0)
+    let clean =
+        summary.payload_errors == 0 && summary.sequence_errors == 0 && summary.deadline_misses == 0;
+    Ok(if clean {
+        RunEnd::Clean
+    } else {
+        RunEnd::WithErrors
+    })
 }
 
 fn print_summary(s: &Summary) {
@@ -393,28 +589,64 @@ fn print_summary(s: &Summary) {
         "summary: chunk_streaming={} chunks_streamed={} chunk_errors={} frames_streamed={}",
         s.chunk_streaming, s.chunks_streamed, s.chunk_errors, s.frames_streamed
     );
+    let d = &s.dropped;
     let _ = writeln!(
         out,
-        "summary: dropped_at_source={} deadline_misses={} payload_errors={} sequence_errors={} short_frames={} log_lost={}",
-        s.dropped_at_source,
+        "summary: ledger produced={} = processed {} + dropped {} (at_source={} late={} short={} crc={} error={}): {}",
+        s.frames_produced,
+        s.frames,
+        d.at_source + d.late + d.short + d.crc + d.error,
+        d.at_source,
+        d.late,
+        d.short,
+        d.crc,
+        d.error,
+        if s.ledger_closed { "closed" } else { "OPEN" }
+    );
+    let _ = writeln!(
+        out,
+        "summary: policy={} deadline_misses={} source_timeouts={} payload_errors={} sequence_errors={} log_lost={}",
+        s.policy,
         s.deadline_misses,
+        s.source_timeouts,
         s.payload_errors,
         s.sequence_errors,
-        s.short_frames,
         s.log_records_lost
     );
-    let l = &s.latency_ms;
+    for (what, l) in [
+        ("capture to detections", &s.latency_ms),
+        ("event to detections", &s.processing_ms),
+    ] {
+        let _ = writeln!(
+            out,
+            "summary: latency ms ({what}, {} frames): p50 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}{}",
+            l.samples,
+            l.p50,
+            l.p99,
+            l.p99_9,
+            l.max,
+            s.frame_period_ms
+                .map_or(String::new(), |p| format!("  (period {p:.3})"))
+        );
+    }
+    let kib = |v: Option<u64>| v.map_or("-".to_string(), |k| format!("{k} KiB"));
     let _ = writeln!(
         out,
-        "summary: latency ms (event to detections, {} frames): p50 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}{}",
-        l.samples,
-        l.p50,
-        l.p99,
-        l.p99_9,
-        l.max,
-        s.frame_period_ms
-            .map_or(String::new(), |p| format!("  (period {p:.1})"))
+        "summary: loop_cpu={} rss_warm={} rss_end={} health={} watchdog_pings={}",
+        s.loop_cpu_us_per_frame
+            .map_or("-".to_string(), |c| format!("{c:.1} us/frame")),
+        kib(s.rss_warm_kib),
+        kib(s.rss_end_kib),
+        s.health,
+        s.watchdog_pings
     );
+    for (i, k) in s.sinks.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "summary: sink[{i}] {} sent={} queue_full={} errors={}",
+            k.name, k.sent, k.queue_full, k.errors
+        );
+    }
     if let Some(c) = &s.source_counters {
         let _ = writeln!(
             out,

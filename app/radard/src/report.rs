@@ -1,13 +1,15 @@
 //! The non-real-time side of the loop's output. The loop pushes fixed-size
-//! records into a lock-free single-producer queue and bumps atomic counters;
-//! a normal-priority thread formats and prints them. The loop never blocks
+//! records into a lock-free single-producer queue and publishes its counters
+//! on the status board; a normal-priority thread formats and prints them. The loop never blocks
 //! on the terminal: when the queue is full the record is counted as lost.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use heapless::spsc::{Consumer, Queue};
+
+use crate::status::{DropReason, StatusBoard, StatusSnapshot};
 
 /// Detections shown on a frame's line.
 pub const SHOWN_DETECTIONS: usize = 8;
@@ -45,7 +47,10 @@ pub struct FrameRecord {
     pub dropped_before: u32,
     pub flags: u32,
     pub bytes: u32,
+    /// Frame event to detections (processing).
     pub latency_ns: u64,
+    /// Capture timestamp to the frame event (capture and delivery).
+    pub delivery_ns: u64,
     pub deadline_missed: bool,
     /// The sequence number is not explained by the drop count.
     pub sequence_break: bool,
@@ -53,34 +58,8 @@ pub struct FrameRecord {
     pub cut: u32,
     pub shown: [ShownDetection; SHOWN_DETECTIONS],
     pub check: PayloadCheck,
-}
-
-/// Running totals the loop publishes for the status line (relaxed atomics:
-/// a snapshot may mix two frames, which a status line tolerates).
-#[derive(Debug, Default)]
-pub struct LiveStats {
-    pub frames: AtomicU64,
-    pub dropped_at_source: AtomicU64,
-    pub deadline_misses: AtomicU64,
-    pub payload_errors: AtomicU64,
-    pub sequence_errors: AtomicU64,
-    pub short_frames: AtomicU64,
-    /// Chunk events handed to the backend (chunk-streamed mode), and those
-    /// it refused (the frame is then processed whole).
-    pub chunks_streamed: AtomicU64,
-    pub chunk_errors: AtomicU64,
-    pub records_lost: AtomicU64,
-    pub max_latency_ns: AtomicU64,
-    pub last_latency_ns: AtomicU64,
-}
-
-impl LiveStats {
-    pub fn add(c: &AtomicU64, v: u64) {
-        c.fetch_add(v, Ordering::Relaxed);
-    }
-    pub fn get(c: &AtomicU64) -> u64 {
-        c.load(Ordering::Relaxed)
-    }
+    /// Not processed, and why.
+    pub skipped: Option<DropReason>,
 }
 
 /// Formats one record as the frame line of the console log.
@@ -94,13 +73,20 @@ pub fn frame_line(r: &FrameRecord, w: &mut impl Write) -> std::io::Result<()> {
         r.latency_ns as f64 / 1e6
     )?;
     if r.deadline_missed {
-        write!(w, " DEADLINE-MISS")?;
+        write!(
+            w,
+            " DEADLINE-MISS (capture to event {:.3}ms)",
+            r.delivery_ns as f64 / 1e6
+        )?;
     }
     if r.sequence_break {
         write!(w, " SEQUENCE-BREAK")?;
     }
     if r.flags != 0 {
         write!(w, " flags={:#x}", r.flags)?;
+    }
+    if let Some(reason) = r.skipped {
+        return writeln!(w, " NOT-PROCESSED ({})", reason.name());
     }
     match r.check {
         PayloadCheck::NotChecked => {
@@ -127,44 +113,108 @@ pub fn frame_line(r: &FrameRecord, w: &mut impl Write) -> std::io::Result<()> {
     writeln!(w)
 }
 
-/// Prints queued frame lines and, every `status_every`, a status line, until
-/// `done` is set and the queue is drained.
+/// The status line: counters, rate, drops by reason, latency, loop CPU,
+/// health, sinks.
+pub fn status_line(
+    s: &StatusSnapshot,
+    sink_names: &[String],
+    w: &mut impl Write,
+) -> std::io::Result<()> {
+    write!(
+        w,
+        "status frames={} produced={} rate={:.1}/s dropped",
+        s.frames_processed, s.frames_produced, s.rate_hz
+    )?;
+    for r in DropReason::ALL {
+        write!(w, " {}={}", r.name(), s.dropped(r))?;
+    }
+    write!(
+        w,
+        " deadline_misses={} timeouts={} sequence_errors={}",
+        s.deadline_misses, s.source_timeouts, s.sequence_errors
+    )?;
+    match (s.latency_quantile_us(0.5), s.latency_quantile_us(0.999)) {
+        (Some(p50), Some(p999)) => write!(
+            w,
+            " latency p50<={:.0}us p99.9<={:.0}us max={:.3}ms",
+            p50,
+            p999,
+            s.latency_max_ns as f64 / 1e6
+        )?,
+        _ => write!(w, " latency -")?,
+    }
+    write!(
+        w,
+        " loop_cpu={:.1}us/frame health={}",
+        s.loop_cpu_per_frame_ns as f64 / 1e3,
+        s.health().name()
+    )?;
+    for (i, c) in s.sinks.iter().take(s.sink_count as usize).enumerate() {
+        let name = sink_names.get(i).map_or("?", |n| n.as_str());
+        write!(
+            w,
+            " sink[{i}]({name}) sent={} queue_full={} errors={}",
+            c.sent, c.queue_full, c.errors
+        )?;
+    }
+    if s.log_records_lost > 0 {
+        write!(w, " log_lost={}", s.log_records_lost)?;
+    }
+    Ok(())
+}
+
+/// What runs at every status interval besides the status line (loop CPU
+/// clock, systemd notification, health verdict), and whatever the line
+/// should end with (telemetry).
+pub trait StatusHook {
+    /// Called every tick (about 20 ms) with the latest snapshot.
+    fn tick(&mut self, snap: &StatusSnapshot);
+    /// Called at each status interval before the line is printed.
+    fn interval(&mut self, snap: &StatusSnapshot);
+    /// Appends to the status line.
+    fn extend_line(&mut self, _w: &mut dyn Write) {}
+}
+
+/// No hook (tests).
+pub struct NoHook;
+impl StatusHook for NoHook {
+    fn tick(&mut self, _: &StatusSnapshot) {}
+    fn interval(&mut self, _: &StatusSnapshot) {}
+}
+
+/// Prints queued frame lines and, every `status_every`, a status line from
+/// the board, until `done` is set and the queue is drained.
 pub fn run_printer(
     mut records: Consumer<'_, FrameRecord>,
-    live: &LiveStats,
+    board: &StatusBoard,
     done: &AtomicBool,
     status_every: Duration,
+    sink_names: &[String],
+    hook: &mut dyn StatusHook,
     out: &mut impl Write,
 ) {
     let mut next_status = Instant::now() + status_every;
-    let mut last_frames = 0u64;
-    let mut last_time = Instant::now();
+    let mut line = Vec::with_capacity(1024);
     loop {
         let finished = done.load(Ordering::Acquire);
         while let Some(r) = records.dequeue() {
             // A closed stdout must not stop the appliance: drop the text.
             let _ = frame_line(&r, out);
         }
+        let snap = board.snapshot();
+        hook.tick(&snap);
         if Instant::now() >= next_status {
-            let frames = LiveStats::get(&live.frames);
-            let rate = (frames - last_frames) as f64 / last_time.elapsed().as_secs_f64();
-            last_frames = frames;
-            last_time = Instant::now();
-            let _ = writeln!(
-                out,
-                "status frames={} rate={:.1}/s dropped_at_source={} deadline_misses={} \
-                 payload_errors={} sequence_errors={} short={} max_latency={:.3}ms log_lost={}",
-                frames,
-                rate,
-                LiveStats::get(&live.dropped_at_source),
-                LiveStats::get(&live.deadline_misses),
-                LiveStats::get(&live.payload_errors),
-                LiveStats::get(&live.sequence_errors),
-                LiveStats::get(&live.short_frames),
-                LiveStats::get(&live.max_latency_ns) as f64 / 1e6,
-                LiveStats::get(&live.records_lost),
-            );
+            hook.interval(&snap);
+            let snap = board.snapshot();
+            line.clear();
+            let _ = status_line(&snap, sink_names, &mut line);
+            hook.extend_line(&mut line);
+            line.push(b'\n');
+            let _ = out.write_all(&line);
             next_status += status_every;
+            if next_status < Instant::now() {
+                next_status = Instant::now() + status_every;
+            }
         }
         let _ = out.flush();
         if finished {
@@ -222,10 +272,18 @@ mod tests {
             })
             .expect("room");
         }
-        let live = LiveStats::default();
+        let board = StatusBoard::new();
         let done = AtomicBool::new(true);
         let mut out = Vec::new();
-        run_printer(c, &live, &done, Duration::from_secs(3600), &mut out);
+        run_printer(
+            c,
+            &board,
+            &done,
+            Duration::from_secs(3600),
+            &[],
+            &mut NoHook,
+            &mut out,
+        );
         let text = String::from_utf8(out).expect("utf8");
         assert_eq!(text.lines().filter(|l| l.starts_with("frame ")).count(), 10);
         assert!(text.contains("seq=9 "));

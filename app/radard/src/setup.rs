@@ -8,7 +8,8 @@ use radar_dsp::select::{SelectedBackend, select_backend_explained};
 use radar_dsp::{Backend, DspError, SlotAddr};
 use tegra_p2p::source::Event;
 use tegra_p2p::{
-    FrameSource, KmodSource, RingConfig, RingMemory, SimConfig, SimSource, StartParams, TxTarget,
+    FrameSource, KmodSource, RingConfig, RingMemory, SimConfig, SimFaults, SimSource, StartParams,
+    TxTarget,
 };
 use thiserror::Error;
 
@@ -64,10 +65,7 @@ pub fn open_source(cfg: &RadardConfig) -> Result<(Source, Vec<String>), SetupErr
         if ring.is_locked() { ", locked" } else { "" }
     ));
     let source = match cfg.source.kind {
-        SourceKind::Sim => Source::Sim(SimSource::new(
-            ring,
-            SimConfig::with_chunk_bytes(g.chunk_bytes()),
-        )?),
+        SourceKind::Sim => Source::Sim(SimSource::new(ring, sim_config(cfg))?),
         SourceKind::Kmod => {
             Source::Kmod(KmodSource::open(cfg.source.device, ring, g.chunk_bytes())?)
         }
@@ -79,6 +77,35 @@ pub fn open_source(cfg: &RadardConfig) -> Result<(Source, Vec<String>), SetupErr
         g.chunk_bytes() >> 10
     ));
     Ok((source, notes))
+}
+
+/// The simulator's configuration: chunk size and the `[simulator]` faults.
+pub fn sim_config(cfg: &RadardConfig) -> SimConfig {
+    let f = &cfg.simulator;
+    let mut sim = SimConfig::with_chunk_bytes(cfg.geometry.chunk_bytes());
+    sim.faults = SimFaults {
+        drop_every: f.drop_every,
+        short_every: f.short_every,
+        corrupt_every: f.corrupt_every,
+        crc_error_every: f.crc_error_every,
+        stall: (f.stall_at > 0 && f.stall_ms > 0)
+            .then(|| (f.stall_at, Duration::from_millis(f.stall_ms))),
+        seed: f.seed,
+        ..SimFaults::default()
+    };
+    sim
+}
+
+/// Gives the kernel-module source a transmit ring for the fpga sink when
+/// it has none yet (scene upload attaches one): one slot, one record.
+pub fn attach_fpga_tx(source: &mut Source, record_bytes: usize) -> Result<(), SetupError> {
+    if let Source::Kmod(k) = source {
+        if !k.has_tx() {
+            let bytes = record_bytes.div_ceil(4096) * 4096;
+            k.attach_tx(RingMemory::new(&RingConfig::new(1, bytes))?)?;
+        }
+    }
+    Ok(())
 }
 
 /// The scene played back when no scene file is given: a few targets spread
@@ -149,7 +176,7 @@ pub fn start_params(cfg: &RadardConfig, chunk_events: bool) -> StartParams {
         Content::TestPattern => StartParams::test_pattern(),
     };
     let params = base
-        .with_chunk_period(Duration::from_micros(u64::from(cfg.source.chunk_period_us)))
+        .with_chunk_period(cfg.chunk_period())
         .with_event_timeout(Duration::from_millis(u64::from(
             cfg.source.event_timeout_ms,
         )));

@@ -5,7 +5,9 @@
 //! with chunk events on through the best backend here: CUDA in
 //! chunk-streamed mode where a GPU is (the device machine; with
 //! RADAR_REQUIRE_CUDA=1 it must be), else the CPU backend passing over the
-//! chunk events ("skipped: no CUDA" for the streamed part).
+//! chunk events ("skipped: no CUDA" for the streamed part). Every sink is
+//! on: the detections feed (jsonl/udp sinks), the fpga sink's transmit, the
+//! status board and a power map every 10 frames.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -13,9 +15,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use radar_dsp::Detections;
 use radard::config::{Content, RadardConfig};
-use radard::frame_loop::{self, LatencyLog, LoopContext, LoopEnd, LoopOptions};
-use radard::report::{LiveStats, LogQueue};
+use radard::frame_loop::{self, FpgaSink, LatencyLog, LoopContext, LoopEnd, LoopOptions};
+use radard::report::LogQueue;
 use radard::setup;
+use radard::sinks::{DetectionFeed, FeedRead, SinkRecord};
+use radard::status::{DropReason, PowerMapSnapshot, StatusBoard};
 
 struct Counting;
 
@@ -121,18 +125,27 @@ fn run_case(case: &Case) -> Outcome {
         .start(&setup::start_params(&cfg, case.chunk_events))
         .expect("start");
 
+    // Every sink on: the feed the jsonl and udp sinks' threads read (one
+    // reader here drains it after the run), the fpga sink's transmit, the
+    // power map every 10 frames.
     let opts = LoopOptions {
-        content,
-        deadline: None,
         max_frames: Some(200),
         warmup_frames: 8,
         print_every: 1,
         slots_prepared,
         chunk_streaming,
+        power_map_every: 10,
+        ..LoopOptions::new(content)
     };
     let mut dets = Detections::with_capacity(cfg.chain.max_detections);
     let mut latencies = LatencyLog::with_capacity(1024);
-    let live = LiveStats::default();
+    let board = StatusBoard::new();
+    board.set_sink_count(2);
+    let feed = DetectionFeed::new(cfg.chain.max_detections);
+    let mut fpga = FpgaSink::new(1, cfg.chain.max_detections);
+    let g = &cfg.geometry;
+    let mut power_raw: Vec<f32> = Vec::with_capacity(g.n_loops * g.n_samples);
+    let mut power_map = Box::new(PowerMapSnapshot::default());
     let stop = AtomicBool::new(false);
     let mut queue = LogQueue::new();
     let (producer, mut consumer) = queue.split();
@@ -140,9 +153,17 @@ fn run_case(case: &Case) -> Outcome {
     let mut on_warm = || COUNTING.with(|c| c.set(true));
     let mut ctx = LoopContext {
         log: producer,
-        live: &live,
+        board: &board,
         stop: &stop,
         latencies: &mut latencies,
+        feed: Some(&feed),
+        fpga: Some(&mut fpga),
+        power_raw: &mut power_raw,
+        power_map: &mut power_map,
+        range_bin_m: cfg.physical.range_bin_m(g),
+        velocity_bin_mps: cfg.physical.velocity_bin_mps(g),
+        n_loops: g.n_loops,
+        n_samples: g.n_samples,
         on_warm: &mut on_warm,
     };
     let b = backend
@@ -156,19 +177,40 @@ fn run_case(case: &Case) -> Outcome {
         lines += 1;
     }
     let _ = source.as_dyn_mut().stop();
-    assert_eq!(LiveStats::get(&live.frames), 200);
+    let snap = board.snapshot();
+    assert_eq!(snap.frames_processed, 200);
+    assert!(snap.ledger_closes());
     assert_eq!(
-        LiveStats::get(&live.payload_errors),
+        snap.dropped(DropReason::Crc),
         0,
         "{content:?}: payload errors"
     );
+    // The sinks got every frame: the fpga sink's records were submitted,
+    // the feed holds the last FEED_FRAMES of them.
+    assert_eq!(snap.sinks[1].sent, 200, "fpga records submitted");
+    assert_eq!(feed.head(), 200);
+    let mut cursor = 0;
+    let mut rec = SinkRecord::with_capacity(cfg.chain.max_detections);
+    let (mut read, mut lost) = (0, 0);
+    loop {
+        match feed.read(&mut cursor, &mut rec) {
+            FeedRead::Record => read += 1,
+            FeedRead::Lost(n) => lost += n,
+            FeedRead::Empty => break,
+        }
+    }
+    assert_eq!(read + lost, 200);
+    if content == Content::Scene {
+        assert_eq!(rec.sequence, snap.latest.sequence);
+        assert_eq!(board.power_map().map(|m| m.generation), Some(20));
+    }
     Outcome {
         allocs: ALLOCATIONS.load(Ordering::Relaxed),
         lines,
-        lost: LiveStats::get(&live.records_lost),
+        lost: snap.log_records_lost,
         frames_streamed: backend.as_ref().map_or(0, |s| s.backend.frames_streamed()),
         backend: backend.map_or("none".into(), |s| s.backend.name().to_string()),
-        chunks_streamed: LiveStats::get(&live.chunks_streamed),
+        chunks_streamed: snap.chunks_streamed,
     }
 }
 
