@@ -12,6 +12,11 @@ S = "${WORKDIR}/dts"
 
 inherit devicetree
 
+# devicetree.bbclass provides virtual/dtb, and meta-tegra prefers
+# nvidia-kernel-oot-dtb for it, which would skip this recipe: an overlay is
+# an addition to the board's device tree, not a replacement for it.
+PROVIDES = ""
+
 COMPATIBLE_MACHINE = "(tegra)"
 
 # The tegraflash image takes overlays from the top of DEPLOY_DIR_IMAGE;
