@@ -29,12 +29,20 @@ fi
 [ ${#recipes[@]} -gt 0 ] || { echo "cross-build: no recipe sets RADAR_CARGO_PACKAGE" >&2; exit 2; }
 
 cargo "+$rust" fetch --locked --target "$target"
+members=$(cargo "+$rust" metadata --format-version 1 --no-deps --frozen |
+	python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["packages"]))')
 export CARGO_TARGET_DIR=$top/target/yocto-cross
 export CARGO_PROFILE_RELEASE_DEBUG=true
 export RUSTFLAGS="$rustflags"
+failed=()
 for r in "${recipes[@]}"; do
 	pkg=$(value "$r" RADAR_CARGO_PACKAGE)
 	[ -n "$pkg" ] || { echo "cross-build: $r sets no RADAR_CARGO_PACKAGE" >&2; exit 2; }
+	case " $members " in *" $pkg "*) ;; *)
+		echo "cross-build: FAIL: $(basename "$r"): RADAR_CARGO_PACKAGE $pkg is not a package of the workspace (Cargo.toml members: $members)" >&2
+		failed+=("$pkg")
+		continue ;;
+	esac
 	# word splitting of the flag strings is intended: bitbake splits them too
 	# shellcheck disable=SC2086
 	set -- --target="$target" --profile=release $cargo_flags --frozen --package "$pkg"
@@ -52,3 +60,4 @@ print(" ".join(t["name"] for p in m["packages"] if p["name"] == sys.argv[1]
 	done
 	echo "cross-build: $pkg: aarch64 executables: $bins"
 done
+[ ${#failed[@]} -eq 0 ] || { echo "cross-build: FAILED: ${failed[*]}" >&2; exit 1; }
