@@ -10,10 +10,13 @@
 #            exposure <= 3.0 (the figure is printed);
 #   cmdline  the kernel arguments isolate the loop's cores consistently
 #            with radard.service and keep CPU0 (PCIe MSIs on r36) out;
-#   scripts  the shell scripts parse (`sh -n`, `bash -n`).
+#   scripts  the shell scripts parse (`sh -n`, `bash -n`);
+#   config   radard accepts the appliance's radard.toml; its loop core is an
+#            isolated one and its health file is the one radar-mark-good
+#            waits for; RAUC's and hawkBit's state lies on the data partition.
 # The udev rule is exercised in a QEMU guest: tests/board/qemu-board.sh.
 #
-#   bash tests/board-checks.sh [dtc|verify|security|cmdline|scripts]...
+#   bash tests/board-checks.sh [dtc|verify|security|cmdline|scripts|config]...
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -26,7 +29,7 @@ work="$top/target/board-checks"
 rm -rf "$work"
 mkdir -p "$work"
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(dtc verify security cmdline scripts)
+[ ${#want[@]} -gt 0 ] || want=(dtc verify security cmdline scripts config)
 failed=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; failed=1; }
@@ -57,15 +60,15 @@ check_verify() {
 	cp -a /usr/lib/systemd/system "$root/usr/lib/systemd/"
 	ln -sfn usr/lib "$root/lib"
 	# Stand-ins for the programs the units start: verify checks they exist.
-	for u in "$board"/systemd/*.service; do
+	for u in "$board"/systemd/*.service "$board"/systemd/*.mount; do
 		sed -n 's/^Exec[A-Za-z]*=[-@:+!]*\([^ ]*\).*/\1/p' "$u"
 	done | sort -u | while read -r exe; do
 		mkdir -p "$root$(dirname "$exe")"
 		printf '#!/bin/sh\n' >"$root$exe"
 		chmod +x "$root$exe"
 	done
-	cp "$board"/systemd/*.service "$root/etc/systemd/system/"
-	for u in "$board"/systemd/*.service; do
+	cp "$board"/systemd/*.service "$board"/systemd/*.mount "$root/etc/systemd/system/"
+	for u in "$board"/systemd/*.service "$board"/systemd/*.mount; do
 		u=$(basename "$u")
 		out=$(cd "$work" && SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --root="$root" "$u" 2>&1)
 		rc=$?
@@ -140,10 +143,57 @@ check_scripts() {
 	fi
 }
 
+check_config() {
+	local conf="$board/radard.toml" use radard out cpu iso health
+	# shellcheck disable=SC1091
+	[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+	(cd "$top" && nice cargo build --release --locked -p radard) >"$work/radard-build.log" 2>&1 ||
+		{ bad "building radard failed: $(tail -3 "$work/radard-build.log")"; return; }
+	radard="$top/target/release/radard"
+	cpu=$(sed -n 's/^cpu = \([0-9]*\)$/\1/p' "$conf")
+	iso=$(tr ' ' '\n' <"$board/kernel-args" | sed -n 's/^isolcpus=\([a-z_]*,\)*//p')
+	if [ -n "$cpu" ] && cpulist_expand "$iso" | grep -qx "$cpu"; then
+		ok "radard.toml: the loop runs on isolated core $cpu (isolcpus $iso)"
+	else
+		bad "radard.toml: rt.cpu '$cpu' is not one of the isolated cores $iso"
+	fi
+	# radard refuses an rt.cpu this machine lacks: where it has fewer
+	# cores than the Orin, the copy it checks leaves rt.cpu out (checked
+	# against kernel-args above).
+	use=$conf
+	if [ "$(getconf _NPROCESSORS_CONF)" -le "${cpu:-0}" ]; then
+		use="$work/radard.toml"
+		grep -v '^cpu = ' "$conf" >"$use"
+		echo "   (this machine has $(getconf _NPROCESSORS_CONF) CPUs: rt.cpu = $cpu left out of the checked copy)"
+	fi
+	if out=$("$radard" --config "$use" --print-config 2>&1); then
+		ok "radard accepts board/.../radard.toml (source $(sed -n '/^\[source\]/,/^$/s/^kind = //p' <<<"$out"), backend $(sed -n '/^\[backend\]/,/^$/s/^kind = //p' <<<"$out"))"
+	else
+		bad "radard refuses radard.toml: $out"
+		return
+	fi
+	health=$(sed -n 's/^Environment=RADAR_HEALTH_FILE=//p' "$board/systemd/radar-mark-good.service")
+	grep -qx "state_file = \"$health\"" <<<"$out" &&
+		ok "radard's health.state_file is radar-mark-good's RADAR_HEALTH_FILE ($health)" ||
+		bad "radard's health.state_file is not radar-mark-good's RADAR_HEALTH_FILE ($health)"
+	# What must outlive a rootfs update lies on the data partition.
+	local data dir
+	data=$(sed -n 's/^Where=//p' "$board/systemd/data.mount")
+	for dir in "$(sed -n 's/^data-directory=//p' "$board/rauc/system.conf")" \
+		"$(sed -n 's/^bundle_download_location *= *//p' "$board/rauc/hawkbit-updater.conf.template")"; do
+		case $dir in
+		"$data"/*) ok "$dir lies on the data partition ($data, data.mount)" ;;
+		*) bad "'$dir' is not on the data partition '$data' (data.mount): lost at every update" ;;
+		esac
+	done
+	grep -q -- "--config /etc/radard/radard.toml" "$board/systemd/radard.service" &&
+		ok "radard.service reads /etc/radard/radard.toml" ||
+		bad "radard.service does not read /etc/radard/radard.toml"
+}
 for c in "${want[@]}"; do
 	case $c in
-	dtc | verify | security | cmdline | scripts) "check_$c" ;;
-	*) die "unknown check '$c' (dtc, verify, security, cmdline, scripts)" ;;
+	dtc | verify | security | cmdline | scripts | config) "check_$c" ;;
+	*) die "unknown check '$c' (dtc, verify, security, cmdline, scripts, config)" ;;
 	esac
 done
 [ "$failed" -eq 0 ] && echo "board-checks: all passed" || echo "board-checks: FAILED"

@@ -1,7 +1,8 @@
 SUMMARY = "Radar appliance board files for the Jetson AGX Orin devkit"
 DESCRIPTION = "The radar user, the udev rule for /dev/fpga-p2p*, the power mode \
 and clocks unit, the health-gated mark-good unit (in place of NVIDIA's \
-unconditional nv_update_verifier) and the systemd preset."
+unconditional nv_update_verifier), the data partition's mount and the \
+systemd preset."
 LICENSE = "GPL-2.0-only | MIT"
 LIC_FILES_CHKSUM = "file://${COMMON_LICENSE_DIR}/GPL-2.0-only;md5=801f80980d171dd6425610833a22dbe6 \
                     file://${COMMON_LICENSE_DIR}/MIT;md5=0835ade698e0bcf8506ecda2f7b4f302"
@@ -12,6 +13,8 @@ SRC_URI = "\
     file://udev/60-fpga-p2p.rules \
     file://systemd/radar-performance.service \
     file://systemd/radar-mark-good.service \
+    file://systemd/data.mount \
+    file://systemd/radar-data-mkfs.service \
     file://systemd/90-radar.preset \
     file://scripts/radar-mark-good \
 "
@@ -31,6 +34,7 @@ do_install() {
     install -d ${D}${systemd_system_unitdir} ${D}${systemd_unitdir}/system-preset
     install -m 0644 ${S}/systemd/radar-performance.service ${D}${systemd_system_unitdir}/
     install -m 0644 ${S}/systemd/radar-mark-good.service ${D}${systemd_system_unitdir}/
+    install -m 0644 ${S}/systemd/data.mount ${S}/systemd/radar-data-mkfs.service ${D}${systemd_system_unitdir}/
     install -m 0644 ${S}/systemd/90-radar.preset ${D}${systemd_unitdir}/system-preset/
 
     install -d ${D}${libexecdir}/radar
@@ -42,7 +46,8 @@ do_install() {
     ln -sf /dev/null ${D}${sysconfdir}/systemd/system/nv_update_verifier.service
 }
 
-SYSTEMD_SERVICE:${PN} = "radar-performance.service radar-mark-good.service"
+# data.mount pulls in radar-data-mkfs.service, which has no [Install].
+SYSTEMD_SERVICE:${PN} = "radar-performance.service radar-mark-good.service data.mount"
 
 FILES:${PN} += "\
     ${nonarch_base_libdir}/udev/rules.d \

@@ -8,13 +8,18 @@ RADAR_CARGO_PACKAGE = "radard"
 
 inherit systemd
 
-FILESEXTRAPATHS:prepend := "${RADAR_BOARD_DIR}/systemd:"
-SRC_URI += "file://radard.service"
+FILESEXTRAPATHS:prepend := "${RADAR_BOARD_DIR}/systemd:${RADAR_BOARD_DIR}:"
+SRC_URI += "file://radard.service file://radard.toml"
 
 do_install:append() {
     install -d ${D}${systemd_system_unitdir}
     install -m 0644 ${WORKDIR}/radard.service ${D}${systemd_system_unitdir}/
+    # the unit's configuration (board/jetson-agx-orin-devkit/radard.toml)
+    install -d ${D}${sysconfdir}/radard
+    install -m 0644 ${WORKDIR}/radard.toml ${D}${sysconfdir}/radard/
 }
+
+CONFFILES:${PN} = "${sysconfdir}/radard/radard.toml"
 
 SYSTEMD_SERVICE:${PN} = "radard.service"
 
