@@ -28,7 +28,7 @@ pub struct Mismatch {
 
 /// Geometry errors of the pattern functions (lengths that are not whole words).
 fn check_geometry(len: usize, chunk_bytes: usize) -> Result<(), Mismatch> {
-    if chunk_bytes < 16 || chunk_bytes % 4 != 0 || len % 4 != 0 {
+    if chunk_bytes < 16 || !chunk_bytes.is_multiple_of(4) || !len.is_multiple_of(4) {
         return Err(Mismatch {
             offset: 0,
             chunk: 0,

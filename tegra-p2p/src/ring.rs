@@ -113,7 +113,7 @@ impl RingMemory {
                 reason: "must be at least 1".into(),
             });
         }
-        if cfg.slot_bytes == 0 || cfg.slot_bytes % ALIGN != 0 {
+        if cfg.slot_bytes == 0 || !cfg.slot_bytes.is_multiple_of(ALIGN) {
             return Err(Error::InvalidArgument {
                 what: "ring slot_bytes",
                 reason: format!(

@@ -179,7 +179,10 @@ impl SimSource {
     pub fn new(ring: RingMemory, cfg: SimConfig) -> Result<Self> {
         let slot = ring.slot_bytes();
         let align = uapi::FPGA_P2P_SLOT_ALIGN as usize;
-        if cfg.chunk_bytes == 0 || cfg.chunk_bytes % align != 0 || slot % cfg.chunk_bytes != 0 {
+        if cfg.chunk_bytes == 0
+            || !cfg.chunk_bytes.is_multiple_of(align)
+            || !slot.is_multiple_of(cfg.chunk_bytes)
+        {
             return Err(Error::InvalidArgument {
                 what: "sim chunk_bytes",
                 reason: format!(

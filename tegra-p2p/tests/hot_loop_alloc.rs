@@ -58,7 +58,7 @@ fn run(chunk_events: bool) -> (u64, u64) {
                 tracker
                     .observe(f.sequence(), f.dropped_before())
                     .expect("seq");
-                if n % 2 == 0 {
+                if n.is_multiple_of(2) {
                     f.release().expect("release");
                 } // else: released by drop
                 n += 1;

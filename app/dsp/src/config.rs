@@ -82,7 +82,9 @@ impl Geometry {
             .and_then(|c| c.checked_mul(self.n_samples))
             .and_then(|c| c.checked_mul(SAMPLE_BYTES))
             .ok_or_else(|| DspError::config("geometry", "frame size overflows"))?;
-        if frame % self.chunks_per_frame != 0 || self.n_chirps() % self.chunks_per_frame != 0 {
+        if frame % self.chunks_per_frame != 0
+            || !self.n_chirps().is_multiple_of(self.chunks_per_frame)
+        {
             return Err(DspError::config(
                 "geometry.chunks_per_frame",
                 format!(

@@ -462,10 +462,10 @@ impl CpuBackend {
             return self.main_job.spectrum(p, r, k);
         }
         for w in &self.workers {
-            if let Some(job) = &w.job {
-                if job.channels.contains(&p) {
-                    return job.spectrum(p, r, k);
-                }
+            if let Some(job) = &w.job
+                && job.channels.contains(&p)
+            {
+                return job.spectrum(p, r, k);
             }
         }
         Complex32::default()

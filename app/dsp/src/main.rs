@@ -15,7 +15,6 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use serde::Serialize;
 
 use radar_dsp::bench::{self, BenchOptions};
 use radar_dsp::framefile::FrameFile;

@@ -331,10 +331,10 @@ impl SceneGenerator {
                     ));
                 }
             };
-            if let Some(ph) = t.phase_deg {
-                if !ph.is_finite() {
-                    return Err(DspError::config(&key("phase_deg"), "must be finite"));
-                }
+            if let Some(ph) = t.phase_deg
+                && !ph.is_finite()
+            {
+                return Err(DspError::config(&key("phase_deg"), "must be finite"));
             }
             let rb = t.range_m / dr;
             let vb = t.velocity_mps / dv;

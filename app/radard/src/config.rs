@@ -429,7 +429,7 @@ impl RadardConfig {
                 ),
             });
         }
-        if self.geometry.chunk_bytes() % 4096 != 0 {
+        if !self.geometry.chunk_bytes().is_multiple_of(4096) {
             return Err(ConfigError::Invalid {
                 key: "geometry.chunks_per_frame",
                 reason: format!(

@@ -493,27 +493,25 @@ pub fn run(
             if opts.power_map_every > 0
                 && opts.content == Content::Scene
                 && snap.frames_processed % u64::from(opts.power_map_every) == 0
+                && let Some(b) = backend.as_deref_mut()
+                && b.power_map(ctx.power_raw).is_ok()
             {
-                if let Some(b) = backend.as_deref_mut() {
-                    if b.power_map(ctx.power_raw).is_ok() {
-                        let m = &mut *ctx.power_map;
-                        pool_power_map(
-                            ctx.power_raw,
-                            ctx.n_loops,
-                            ctx.n_samples,
-                            ctx.range_bin_m,
-                            ctx.velocity_bin_mps,
-                            m,
-                        );
-                        m.generation += 1;
-                        m.sequence = meta.sequence;
-                        m.detection_count = list.len() as u32;
-                        let kept = list.len().min(MAP_DETECTIONS);
-                        m.detection_cut = cut + (list.len() - kept) as u32;
-                        m.detections[..kept].copy_from_slice(&list[..kept]);
-                        board.publish_power_map(m);
-                    }
-                }
+                let m = &mut *ctx.power_map;
+                pool_power_map(
+                    ctx.power_raw,
+                    ctx.n_loops,
+                    ctx.n_samples,
+                    ctx.range_bin_m,
+                    ctx.velocity_bin_mps,
+                    m,
+                );
+                m.generation += 1;
+                m.sequence = meta.sequence;
+                m.detection_count = list.len() as u32;
+                let kept = list.len().min(MAP_DETECTIONS);
+                m.detection_cut = cut + (list.len() - kept) as u32;
+                m.detections[..kept].copy_from_slice(&list[..kept]);
+                board.publish_power_map(m);
             }
         } else {
             rec.latency_ns = processing;
@@ -531,7 +529,7 @@ pub fn run(
                 rec.check,
                 PayloadCheck::PatternMismatch(_) | PayloadCheck::CrcMismatch
             );
-        let print = opts.print_every > 0 && count % u64::from(opts.print_every) == 0;
+        let print = opts.print_every > 0 && count.is_multiple_of(u64::from(opts.print_every));
         if (print || failed) && ctx.log.enqueue(rec).is_err() {
             snap.log_records_lost += 1;
         }

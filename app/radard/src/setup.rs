@@ -99,11 +99,11 @@ pub fn sim_config(cfg: &RadardConfig) -> SimConfig {
 /// Gives the kernel-module source a transmit ring for the fpga sink when
 /// it has none yet (scene upload attaches one): one slot, one record.
 pub fn attach_fpga_tx(source: &mut Source, record_bytes: usize) -> Result<(), SetupError> {
-    if let Source::Kmod(k) = source {
-        if !k.has_tx() {
-            let bytes = record_bytes.div_ceil(4096) * 4096;
-            k.attach_tx(RingMemory::new(&RingConfig::new(1, bytes))?)?;
-        }
+    if let Source::Kmod(k) = source
+        && !k.has_tx()
+    {
+        let bytes = record_bytes.div_ceil(4096) * 4096;
+        k.attach_tx(RingMemory::new(&RingConfig::new(1, bytes))?)?;
     }
     Ok(())
 }

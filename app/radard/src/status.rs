@@ -218,7 +218,7 @@ const _: () = {
         + 8
         + 24 * MAX_SINKS;
     assert!(std::mem::size_of::<StatusSnapshot>() == fields);
-    assert!(std::mem::size_of::<StatusSnapshot>() % 8 == 0);
+    assert!(std::mem::size_of::<StatusSnapshot>().is_multiple_of(8));
     assert!(std::mem::size_of::<Detection>() == 40);
 };
 
@@ -332,7 +332,7 @@ const _: () = {
         + 4 * 2
         + 40 * MAP_DETECTIONS;
     assert!(std::mem::size_of::<PowerMapSnapshot>() == fields);
-    assert!(std::mem::size_of::<PowerMapSnapshot>() % 8 == 0);
+    assert!(std::mem::size_of::<PowerMapSnapshot>().is_multiple_of(8));
 };
 
 impl Default for PowerMapSnapshot {

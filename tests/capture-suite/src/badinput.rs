@@ -118,8 +118,8 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
     let mut by_case = std::collections::BTreeMap::<&'static str, u64>::new();
     let block = 500;
     while out.fuzz_calls < o.calls {
-        if out.fuzz_calls % block == 0 {
-            if (out.fuzz_calls / block) % 2 == 0 {
+        if out.fuzz_calls.is_multiple_of(block) {
+            if (out.fuzz_calls / block).is_multiple_of(2) {
                 t.down()?;
             } else {
                 t.up()?;

@@ -669,7 +669,7 @@ impl Pipeline {
             &self.plans.range
         } else {
             match (&self.plans.range_chunk, self.chunk_rows) {
-                (Some(p), Some(n)) if rows.len() == n && rows.start % n == 0 => p,
+                (Some(p), Some(n)) if rows.len() == n && rows.start.is_multiple_of(n) => p,
                 _ => {
                     return Err(DspError::Cuda(format!(
                         "range work for rows {rows:?}: not the frame, nor one chunk of it"
