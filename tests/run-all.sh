@@ -53,7 +53,7 @@ step radard bash tests/radard-smoke.sh
 # offline; the recipes' Rust binaries cross-built with the recipes' flags.
 step yocto bash tests/yocto-checks.sh
 step yocto:aarch64 bash yocto-layer/scripts/cross-build.sh
-# Board files (dtc, systemd-analyze verify/security, kernel args) and OTA
+# Board files (dtc, systemd-analyze verify/security, kernel args, radard.toml) and OTA
 # with the real rauc, the nvbootctrl/UEFI double and a real radard.
 step board bash tests/board-checks.sh
 step ota bash tests/ota/run.sh
