@@ -202,13 +202,16 @@ write_radard_config() {
 	cat >"$1" <<-EOF
 		[source]
 		kind = "sim"
-		# paced (16 ms frames): an unpaced simulator outruns the chain,
-		# and a frame dropped at the source is not a good frame
-		chunk_period_us = 1000
+		# paced, 64 ms frames: an unpaced simulator outruns the chain, and
+		# a frame dropped at the source or late is not a good frame (a
+		# loaded CI machine must still keep the pace)
+		chunk_period_us = 4000
 		[backend]
 		kind = "cpu"
 		[output]
 		print_every = 0
+		# radard prints its verdict with the next status line
+		status_interval_ms = 200
 		[health]
 		good_frames = $2
 		$health_key = "$work/run/radard/health"
