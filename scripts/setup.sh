@@ -21,6 +21,9 @@ test_pkgs=(
 	qemu-system-x86 linux-image-amd64 linux-headers-amd64 linux-source-6.1
 	busybox-static cpio kmod sparse bc flex bison libelf-dev libssl-dev dwarves rsync
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross device-tree-compiler python3
+	python3-venv file
+	# board checks and OTA (tests/board-checks.sh, tests/ota/run.sh)
+	systemd udev rauc dbus dbus-daemon squashfs-tools openssl
 )
 pkgs=("${run_pkgs[@]}")
 [ "$mode" = all ] && pkgs+=("${test_pkgs[@]}")
@@ -60,4 +63,8 @@ if [ "$mode" = all ]; then
 	for c in clippy rustfmt; do
 		rustup component list --installed | grep -q "^$c" || rustup component add "$c"
 	done
+	# The workspace's rust-version, which the Yocto image builds with.
+	rustup run 1.88.0 rustc --version >/dev/null 2>&1 &&
+		rustup target list --toolchain 1.88.0 --installed | grep -qx aarch64-unknown-linux-gnu ||
+		rustup toolchain install 1.88.0 --profile minimal --target aarch64-unknown-linux-gnu
 fi

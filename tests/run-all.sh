@@ -42,12 +42,27 @@ step rust:test cargo test --workspace --release --locked -- --show-output
 step rust:aarch64 cargo build --workspace --release --locked --target aarch64-unknown-linux-gnu
 # The serial diagnostics protocol crate builds no_std (a microcontroller target).
 step rust:nostd bash tests/diag-proto-nostd.sh
+# The workspace's rust-version (the Yocto image's Rust, pinned in
+# yocto-layer/conf/distro/radar.conf), in its own target dir.
+step rust:msrv env CARGO_TARGET_DIR=target/msrv cargo +1.88.0 build --workspace --locked
 step kmod bash tests/kmod-checks.sh
 step qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
 step qemu:debug bash tests/qemu/run.sh --kernel debug --suite all
 # The detectors themselves: a deliberately broken module must be caught.
 step qemu:selftest bash tests/qemu/run.sh --kernel debug --selftest
 step radard bash tests/radard-smoke.sh
+# Yocto layer: crates list drift, oelint-adv, kas, bitbake parse/-e/-g
+# offline; the recipes' Rust binaries cross-built with the recipes' flags.
+step yocto bash tests/yocto-checks.sh
+step yocto:aarch64 bash yocto-layer/scripts/cross-build.sh
+# Board files (dtc, systemd-analyze verify/security, kernel args, radard.toml) and OTA
+# with the real rauc, the nvbootctrl/UEFI double and a real radard.
+step board bash tests/board-checks.sh
+step ota bash tests/ota/run.sh
+# In QEMU: the udev rule on the fpga_p2p node (Debian kernel) and radard
+# pulsing the FPGA reset line on gpio-sim (debug kernel).
+step board:udev bash tests/board/qemu-board.sh --test udev
+step board:gpio bash tests/board/qemu-board.sh --test gpio
 
 echo
 echo "Summary ($top)"

@@ -67,6 +67,8 @@
 //! [diag]
 //! port = "/dev/ttyTHS0"     # serial diagnostics link; none without it
 //! baud = 115200
+//! [fpga_reset]              # the FPGA's reset line (src/fpga_reset.rs)
+//! enabled = false
 //!
 //! # The processing chain: [geometry], [physical], [cfar], [chain]
 //! # (see docs/processing-chain.md).
@@ -101,6 +103,8 @@ pub enum ConfigError {
     Chain(#[from] radar_dsp::DspError),
     #[error("config: {0}")]
     Rt(#[from] crate::rt::RtError),
+    #[error("config: {0}")]
+    FpgaReset(#[from] crate::fpga_reset::FpgaResetError),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -379,6 +383,7 @@ pub struct RadardConfig {
     pub cfar: CfarConfig,
     pub chain: ChainParams,
     pub telemetry: TelemetryConfig,
+    pub fpga_reset: crate::fpga_reset::FpgaResetConfig,
 }
 
 impl RadardConfig {
@@ -454,6 +459,7 @@ impl RadardConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.chain_config().validate()?;
         self.rt.validate()?;
+        self.fpga_reset.validate()?;
         self.backend_kind()?;
         self.diag
             .validate()

@@ -1,7 +1,8 @@
 //! `radard`, the appliance program: frames from the FPGA (kernel module) or
 //! its simulator, the processing chain on the GPU or CPU, detections out.
 //!
-//! `config` is the one TOML file; `rt` the real-time set-up of the loop
+//! `config` is the one TOML file; `fpga_reset` the FPGA's reset line at
+//! start-up; `rt` the real-time set-up of the loop
 //! thread; `frame_loop` the loop itself; `report` the non-real-time side
 //! (per-frame lines, status, summary) fed through a lock-free queue;
 //! `telemetry` the GPU's temperature, clocks and load; `recording`,
@@ -9,6 +10,7 @@
 
 pub mod config;
 pub mod diag;
+pub mod fpga_reset;
 pub mod frame_loop;
 pub mod record;
 pub mod recording;

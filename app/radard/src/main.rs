@@ -433,6 +433,12 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         Ok(s) => s,
         Err(e) => return Ok(RunEnd::BadConfig(e.to_string())),
     };
+    // The FPGA leaves reset before its device is opened; the line stays
+    // held, released, until radard exits.
+    let fpga_reset = radard::fpga_reset::pulse(&cfg.fpga_reset).map_err(|e| e.to_string())?;
+    if let Some(r) = &fpga_reset {
+        println!("radard: {}", r.description);
+    }
     let (mut source, notes) = setup::open_source(cfg).map_err(|e| e.to_string())?;
     for n in notes {
         println!("radard: {n}");

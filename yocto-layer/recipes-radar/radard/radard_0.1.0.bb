@@ -1,0 +1,38 @@
+SUMMARY = "radard: the radar appliance program"
+DESCRIPTION = "The 8 ms frame loop: FPGA capture into GPU-visible memory through \
+fpga_p2p, the processing chain on the GPU (cuFFT, NVRTC), detections."
+
+require recipes-radar/radar-workspace/radar-workspace.inc
+
+RADAR_CARGO_PACKAGE = "radard"
+
+inherit systemd
+
+FILESEXTRAPATHS:prepend := "${RADAR_BOARD_DIR}/systemd:${RADAR_BOARD_DIR}:"
+SRC_URI += "file://radard.service file://radard.toml"
+
+do_install:append() {
+    install -d ${D}${systemd_system_unitdir}
+    install -m 0644 ${WORKDIR}/radard.service ${D}${systemd_system_unitdir}/
+    # the unit's configuration (board/jetson-agx-orin-devkit/radard.toml)
+    install -d ${D}${sysconfdir}/radard
+    install -m 0644 ${WORKDIR}/radard.toml ${D}${sysconfdir}/radard/
+}
+
+CONFFILES:${PN} = "${sysconfdir}/radard/radard.toml"
+
+SYSTEMD_SERVICE:${PN} = "radard.service"
+
+# cudarc loads libcuda (tegra-libraries-cuda), libcufft and libnvrtc with
+# dlopen at run time: no ELF dependency tells bitbake, so they are named
+# here. cuda-cudart installs the ld.so.conf.d entry for /usr/local/cuda-*/lib,
+# where libcufft and libnvrtc live. The kernel module, the radar user and the
+# device node rule come with the last two.
+RDEPENDS:${PN} = "\
+    cuda-cudart \
+    cuda-nvrtc \
+    kernel-module-fpga-p2p \
+    libcufft \
+    radar-board \
+    tegra-libraries-cuda \
+"
