@@ -26,13 +26,31 @@
  *
  * The interrupt handler runs in hard IRQ context only: spinlocks, register
  * accesses, the preallocated event queue; no sleeping, no allocation.
+ *
+ * An interrupt can be lost (an MSI-X write that never arrives): while a
+ * channel runs, a watchdog timer that sees no interrupt for a few frame
+ * periods runs the completion path itself (it reads the completed-descriptor
+ * count) and counts what it found in lost_irqs.
+ *
+ * A register read of all ones means the card did not answer (a completion
+ * timeout, a link down, or a card gone). Unless the PCI core says the device
+ * is disconnected, the engine may still be running: that is a fault the
+ * owner is told about, and the ring's memory is never freed on its account
+ * (fp_engine_stop() fails, so the ring is quarantined).
  */
 #include <linux/bitfield.h>
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/jiffies.h>
+#include <linux/pci.h>
 
 #include "fpga_p2p_drv.h"
+
+/* The watchdog looks this often at least (and at most every 4 frames). */
+#define FP_WATCHDOG_MIN_MS	20
+#define FP_WATCHDOG_MAX_MS	1000
+/* An empty metadata FIFO at end of frame becomes a fault after this. */
+#define FP_META_WAIT_MS		200
 
 /* Channel interrupt sources the driver enables. */
 #define FP_CH_IRQS	(XDMA_ST_DESC_COMPLETED | XDMA_ST_DESC_STOPPED | \
@@ -74,8 +92,14 @@ static int fp_chan_stop(struct fp_dev *fdev, enum fp_dir dir)
 	fp_xwr(fdev, ch + XDMA_CH_CONTROL, 0);
 	for (;;) {
 		st = fp_xrd(fdev, ch + XDMA_CH_STATUS);
-		if (st == ~0U)
-			return -ENODEV;		/* surprise removal */
+		if (st == ~0U) {
+			/* Gone for sure: it masters nothing any more. */
+			if (pci_dev_is_disconnected(fdev->pdev))
+				return 0;
+			dev_err(fdev->dev, "%s channel status reads all ones: the card does not answer\n",
+				dir == FP_C2H ? "C2H" : "H2C");
+			return -EIO;
+		}
 		if (!(st & XDMA_ST_BUSY))
 			break;
 		if (time_after(jiffies, deadline)) {
@@ -178,9 +202,11 @@ void fp_hw_shutdown(struct fp_dev *fdev)
 	mutex_lock(&fdev->hw_lock);
 	if (!fdev->hw_gone) {
 		fp_quiesce(fdev);
-		fdev->hw_gone = true;
+		WRITE_ONCE(fdev->hw_gone, true);
 	}
 	mutex_unlock(&fdev->hw_lock);
+	/* It re-arms only while !hw_gone. */
+	del_timer_sync(&fdev->watchdog);
 }
 
 static void fp_attach(struct fp_ring *ring)
@@ -212,6 +238,8 @@ static void fp_chan_run(struct fp_ring *ring, dma_addr_t first)
 	/* Descriptors and writeback records in place before Run. */
 	dma_wmb();
 	fp_xwr(fdev, ch + XDMA_CH_CONTROL, XDMA_CTRL_RUN | FP_CH_IRQS);
+	if (!timer_pending(&fdev->watchdog))
+		mod_timer(&fdev->watchdog, jiffies + fdev->wd_period);
 }
 
 static void fp_detach(struct fp_ring *ring)
@@ -376,8 +404,7 @@ static bool fp_c2h_frame(struct fp_ring *ring)
 		.slot = slot,
 	};
 
-	if (!ring->eng_count || ring->slot_state[slot] != FP_SLOT_ENGINE ||
-	    !fp_urd(fdev, FP_UB_META_LEVEL)) {
+	if (!ring->eng_count || ring->slot_state[slot] != FP_SLOT_ENGINE) {
 		fp_c2h_fault(ring, FPGA_P2P_FAULT_STREAM, slot);
 		return false;
 	}
@@ -437,6 +464,24 @@ static void fp_c2h_complete(struct fp_ring *ring, u32 status)
 			fp_c2h_fault(ring, FPGA_P2P_FAULT_STREAM, i);
 			return;
 		}
+		/*
+		 * The frame's metadata should be queued before its last
+		 * descriptor completes; if it is not there yet, leave the
+		 * descriptor for the next interrupt (or the watchdog), and
+		 * fault only when it never comes.
+		 */
+		if (eop && !fp_urd(fdev, FP_UB_META_LEVEL)) {
+			if (!ring->meta_wait) {
+				ring->meta_wait = true;
+				ring->meta_wait_since = jiffies;
+			} else if (time_after(jiffies, ring->meta_wait_since +
+					      msecs_to_jiffies(FP_META_WAIT_MS))) {
+				fp_c2h_fault(ring, FPGA_P2P_FAULT_STREAM, slot);
+				return;
+			}
+			break;
+		}
+		ring->meta_wait = false;
 		WRITE_ONCE(res->status, 0);
 		ring->done++;
 		ring->hw_done++;
@@ -523,6 +568,7 @@ static void fp_h2c_complete(struct fp_ring *ring, u32 status)
 	fp_topup(ring);
 }
 
+/* Run a channel's completion path. irq_lock held. */
 static void fp_service(struct fp_dev *fdev, enum fp_dir dir)
 {
 	u32 status = fp_xrd(fdev, fp_chan(dir) + XDMA_CH_STATUS_RC);
@@ -540,9 +586,30 @@ static void fp_service(struct fp_dev *fdev, enum fp_dir dir)
 	spin_unlock(&ring->lock);
 }
 
-irqreturn_t fp_irq(int irq, void *data)
+/*
+ * The card answers all ones and is not known to be gone: every running ring
+ * faults (its owner is told); the engine may still run, so nothing is freed
+ * on this account. irq_lock held.
+ */
+static void fp_not_answering(struct fp_dev *fdev)
 {
-	struct fp_dev *fdev = data;
+	int d;
+
+	for (d = 0; d < FP_DIRS; d++) {
+		struct fp_ring *ring = fdev->active[d];
+
+		if (!ring)
+			continue;
+		spin_lock(&ring->lock);
+		if (ring->state == FP_RING_RUNNING)
+			fp_ring_fault(ring, FPGA_P2P_FAULT_ENGINE, ~0U);
+		spin_unlock(&ring->lock);
+	}
+}
+
+/* Service the channels that request an interrupt. irq_lock held. */
+static bool fp_service_requests(struct fp_dev *fdev)
+{
 	bool handled = false;
 	int round;
 	u32 req;
@@ -550,23 +617,104 @@ irqreturn_t fp_irq(int irq, void *data)
 	/* Re-read the request: a channel may have raised it meanwhile. */
 	for (round = 0; round < 4; round++) {
 		req = fp_xrd(fdev, FP_IRQ(XDMA_IRQ_CHAN_REQ));
-		if (req == ~0U)
+		if (req == ~0U) {
+			if (!pci_dev_is_disconnected(fdev->pdev))
+				fp_not_answering(fdev);
 			break;
+		}
 		req &= FP_IRQ_H2C0 | FP_IRQ_C2H0;
 		if (!req)
 			break;
 		handled = true;
-		spin_lock(&fdev->irq_lock);
 		if (req & FP_IRQ_C2H0)
 			fp_service(fdev, FP_C2H);
 		if (req & FP_IRQ_H2C0)
 			fp_service(fdev, FP_H2C);
-		spin_unlock(&fdev->irq_lock);
 	}
+	return handled;
+}
+
+irqreturn_t fp_irq(int irq, void *data)
+{
+	struct fp_dev *fdev = data;
+	bool handled;
+
+	spin_lock(&fdev->irq_lock);
+	handled = fp_service_requests(fdev);
+	spin_unlock(&fdev->irq_lock);
 	if (!handled)
 		return IRQ_NONE;
 	atomic64_inc(&fdev->cnt.irqs);
 	return IRQ_HANDLED;
+}
+
+/* Descriptors the running rings have completed so far. irq_lock held. */
+static u64 fp_done_total(struct fp_dev *fdev, bool *meta_wait)
+{
+	u64 done = 0;
+	int d;
+
+	for (d = 0; d < FP_DIRS; d++) {
+		struct fp_ring *ring = fdev->active[d];
+
+		if (!ring)
+			continue;
+		spin_lock(&ring->lock);
+		done += ring->done;
+		*meta_wait |= ring->meta_wait;
+		spin_unlock(&ring->lock);
+	}
+	return done;
+}
+
+/*
+ * The interrupt-loss watchdog: when no interrupt came since the last tick
+ * while a ring runs, do what the handler would have done. Completions it
+ * finds mean an interrupt was lost (or came late): counted in lost_irqs,
+ * except a frame that only waited for its metadata.
+ */
+static void fp_watchdog(struct timer_list *t)
+{
+	struct fp_dev *fdev = from_timer(fdev, t, watchdog);
+	u64 irqs = atomic64_read(&fdev->cnt.irqs);
+	bool running, meta_wait = false;
+	unsigned long flags;
+	u64 before;
+
+	if (READ_ONCE(fdev->hw_gone))
+		return;
+	spin_lock_irqsave(&fdev->irq_lock, flags);
+	running = fdev->active[FP_C2H] || fdev->active[FP_H2C];
+	if (running && irqs == fdev->wd_irqs) {
+		before = fp_done_total(fdev, &meta_wait);
+		/* Every channel: a lost interrupt leaves no request behind. */
+		fp_service(fdev, FP_C2H);
+		fp_service(fdev, FP_H2C);
+		if (fp_xrd(fdev, FP_IRQ(XDMA_IRQ_CHAN_REQ)) == ~0U &&
+		    !pci_dev_is_disconnected(fdev->pdev))
+			fp_not_answering(fdev);
+		if (fp_done_total(fdev, &meta_wait) != before && !meta_wait)
+			atomic64_inc(&fdev->cnt.lost_irqs);
+	}
+	spin_unlock_irqrestore(&fdev->irq_lock, flags);
+	fdev->wd_irqs = atomic64_read(&fdev->cnt.irqs);
+	if (running && !READ_ONCE(fdev->hw_gone))
+		mod_timer(&fdev->watchdog, jiffies + fdev->wd_period);
+}
+
+void fp_watchdog_init(struct fp_dev *fdev)
+{
+	timer_setup(&fdev->watchdog, fp_watchdog, 0);
+	fdev->wd_period = msecs_to_jiffies(FP_WATCHDOG_MIN_MS);
+}
+
+/* Four frame periods of the stream about to start, within limits. */
+static void fp_watchdog_period(struct fp_dev *fdev, u32 period_ns, u32 chunks)
+{
+	u64 ms = div_u64((u64)period_ns * chunks * 4, NSEC_PER_MSEC);
+
+	ms = clamp_t(u64, ms, FP_WATCHDOG_MIN_MS, FP_WATCHDOG_MAX_MS);
+	fdev->wd_period = msecs_to_jiffies(ms);
 }
 
 int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s)
@@ -625,12 +773,14 @@ int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s)
 	ring->done = 0;
 	ring->hw_done = 0;
 	ring->chunk_events = s->flags & FPGA_P2P_START_CHUNK_EVENTS;
+	ring->meta_wait = false;
 	first = fp_desc_dma(ring, 0);
 	spin_unlock_irqrestore(&ring->lock, flags);
 
 	fp_uwr(fdev, FP_UB_FRAME_BYTES, ring->slot_bytes);
 	fp_uwr(fdev, FP_UB_CHUNK_BYTES, ring->chunk_bytes);
 	fp_uwr(fdev, FP_UB_CHUNK_PERIOD_NS, period);
+	fp_watchdog_period(fdev, period, ring->chunks);
 	fp_uwr(fdev, FP_UB_PLAYBACK_COUNT, s->playback_frames);
 	fp_uwr(fdev, FP_UB_CTRL, FIELD_PREP(FP_UB_CTRL_SOURCE, s->source));
 	fp_chan_run(ring, first);

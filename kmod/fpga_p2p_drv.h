@@ -2,7 +2,7 @@
 /*
  * fpga_p2p: driver-internal declarations.
  *
- * Objects: one fp_dev per card (or model instance); one fp_file per open of
+ * Objects: one fp_dev per card; one fp_file per open of
  * /dev/fpga-p2pN; at most one capture and one transmit fp_ring per file and
  * per device.
  *
@@ -38,6 +38,7 @@
 #include <linux/mutex.h>
 #include <linux/sizes.h>
 #include <linux/spinlock.h>
+#include <linux/timer.h>
 #include <linux/types.h>
 #include <linux/wait.h>
 #include <linux/nv-p2p.h>
@@ -135,19 +136,21 @@ struct fp_counters {
 	atomic64_t tx_completed;
 	atomic64_t event_overflows;
 	atomic64_t dma_timeouts;
+	atomic64_t lost_irqs;
 };
-
-struct fp_model;
 
 struct fp_dev {
 	struct kref ref;
-	struct device *dev;		/* DMA device: PCI function or model */
+	struct pci_dev *pdev;
+	struct device *dev;		/* &pdev->dev: the DMA device */
 	struct miscdevice misc;		/* /dev/fpga-p2pN */
 	char name[16];
 	int index;			/* N */
 	void __iomem *bar[FP_BARS];
-	struct fp_model *model;
 	int irq;
+	struct timer_list watchdog;	/* interrupt-loss watchdog */
+	u64 wd_irqs;			/* irqs at its last tick */
+	unsigned long wd_period;	/* jiffies, set at each START */
 
 	struct mutex lock;		/* files, claim[], dead, building */
 	bool dead;
@@ -252,6 +255,8 @@ struct fp_ring {
 	u32 eng_head;
 	u32 eng_count;
 	bool chunk_events;
+	bool meta_wait;			/* end of frame seen, metadata not yet */
+	unsigned long meta_wait_since;	/* jiffies */
 
 	/* Transmit. */
 	struct fp_tx *txq;
@@ -259,29 +264,14 @@ struct fp_ring {
 	u32 txq_count;
 };
 
-/* Register access: the card's BARs or the model's register file. */
-#ifdef FPGA_P2P_MODEL
-u32 fp_model_read(struct fp_model *m, int bar, u32 off);
-void fp_model_write(struct fp_model *m, int bar, u32 off, u32 val);
-#endif
-
+/* Register access: the card's BARs. */
 static inline u32 fp_rd(struct fp_dev *fdev, int bar, u32 off)
 {
-#ifdef FPGA_P2P_MODEL
-	if (fdev->model)
-		return fp_model_read(fdev->model, bar, off);
-#endif
 	return ioread32(fdev->bar[bar] + off);
 }
 
 static inline void fp_wr(struct fp_dev *fdev, int bar, u32 off, u32 val)
 {
-#ifdef FPGA_P2P_MODEL
-	if (fdev->model) {
-		fp_model_write(fdev->model, bar, off, val);
-		return;
-	}
-#endif
 	iowrite32(val, fdev->bar[bar] + off);
 }
 
@@ -335,9 +325,6 @@ static inline dma_addr_t fp_result_dma(struct fp_ring *ring, u32 i)
 }
 
 /* fp_main.c */
-struct fp_dev *fp_dev_create(struct device *dev, int irq, bool irq_shared,
-			     void __iomem * const *bars, struct fp_model *model);
-void fp_dev_destroy(struct fp_dev *fdev);
 void fp_dev_put(struct fp_dev *fdev);
 void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c);
 
@@ -357,6 +344,7 @@ int fp_ring_errno(enum fp_ring_state state);
 void fp_sync(struct fp_ring *ring, u32 slot, u32 bytes, bool for_cpu);
 
 /* fp_engine.c */
+void fp_watchdog_init(struct fp_dev *fdev);
 int fp_hw_init(struct fp_dev *fdev);
 void fp_hw_shutdown(struct fp_dev *fdev);
 irqreturn_t fp_irq(int irq, void *data);
@@ -366,10 +354,5 @@ int fp_h2c_start(struct fp_ring *ring);
 int fp_engine_stop(struct fp_ring *ring);
 int fp_release_slot(struct fp_ring *ring, u32 slot);
 int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx);
-
-#ifdef FPGA_P2P_MODEL
-int fp_model_init(unsigned int count);
-void fp_model_exit(void);
-#endif
 
 #endif /* FPGA_P2P_DRV_H */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Register map of the radar FPGA card, shared by the driver and the FPGA
- * model: the AMD/Xilinx DMA/Bridge Subsystem for PCI Express (XDMA, PG195)
- * registers that the driver uses, the XDMA descriptor and C2H stream
+ * Register map of the radar FPGA card, shared by the driver and the
+ * emulated card of the tests (tests/qemu/fpga-card/): the AMD/Xilinx
+ * DMA/Bridge Subsystem for PCI Express (XDMA, PG195) registers that the
+ * driver uses, the XDMA descriptor and C2H stream
  * writeback formats, and our user register block. board/fpga/registers.md
  * describes the same map in prose.
  *
@@ -171,7 +172,7 @@ struct xdma_c2h_result {
 #define FP_UB_CAP_ADC			BIT(0)
 #define FP_UB_CAP_TEST_PATTERN		BIT(1)
 #define FP_UB_CAP_PLAYBACK		BIT(2)
-#define FP_UB_CAP_MODEL			BIT(31)	/* the software model */
+#define FP_UB_CAP_MODEL			BIT(31)	/* an emulated card */
 
 /* Stream control. A rising edge of ENABLE resets the sequence number, the
  * frame credits, both FIFOs' stream state and the drop counters, and starts

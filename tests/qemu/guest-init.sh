@@ -25,7 +25,7 @@ lifecycle   420 /init --lifecycle 50
 '
 # Module parameters, and what a lifecycle cycle runs to prove a short stream works.
 SHIM_ARGS=''
-FPGA_ARGS='model_devices=1'
+FPGA_ARGS=''
 SMOKE_CMD='p2p-suite smoke --frames 4'
 # A process that opens the device and sleeps until killed.
 HOLD_CMD='p2p-suite hold-open'

@@ -39,6 +39,9 @@ REPORT = re.compile(
     r"|possible recursive locking|bad unlock balance|held lock freed"
     r"|blocked for more than \d+ seconds|rcu_\w+ detected stalls|soft lockup"
     r"|unreferenced object 0x|list_(add|del) corruption|UBSAN:|DMA-API: "
+    # The emulated IOMMU refused a DMA of the card (unmapped or wrong
+    # direction): a driver bug, not noise.
+    r"|DMAR: \[DMA (Read|Write)|DMAR: DRHD: handling fault"
 )
 # DMA-API debug's own status lines are not reports.
 NOT_REPORT = re.compile(

@@ -6,6 +6,7 @@
 //! exits non-zero on failure. Progress goes to stderr.
 
 mod badinput;
+mod card;
 mod common;
 mod crash;
 mod duplex;
