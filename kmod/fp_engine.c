@@ -441,11 +441,9 @@ static void fp_c2h_complete(struct fp_ring *ring, u32 status)
 		ring->done++;
 		ring->hw_done++;
 		ring->desc_pos = i + 1 == ring->ndesc ? 0 : i + 1;
-		/* The piece is the CPU's to read from here on. */
-		dma_sync_single_for_cpu(fdev->dev, di->addr, di->len,
-					DMA_FROM_DEVICE);
-
 		if (di->flags & FP_DI_CHUNK_END) {
+			/* The chunk is the CPU's to read from here on. */
+			fp_sync(ring, true);
 			atomic64_inc(&fdev->cnt.chunks);
 			if (ring->chunk_events) {
 				struct fpga_p2p_event ev = {
@@ -480,7 +478,7 @@ static void fp_tx_done(struct fp_ring *ring, struct fp_tx *tx, u32 flags)
 		.cookie = tx->cookie,
 	};
 
-	fp_sync(ring, tx->slot, tx->bytes, true);
+	fp_sync(ring, true);
 	ring->slot_state[tx->slot] = FP_SLOT_FREE;
 	if (!flags)
 		atomic64_inc(&ring->fdev->cnt.tx_completed);
@@ -726,7 +724,7 @@ int fp_release_slot(struct fp_ring *ring, u32 slot)
 		goto out;
 	}
 	/* The device's from here on. */
-	fp_sync(ring, slot, ring->slot_bytes, false);
+	fp_sync(ring, false);
 	ring->slot_state[slot] = FP_SLOT_FREE;
 	ring->free_q[(ring->free_head + ring->free_count) % ring->nr_slots] = slot;
 	ring->free_count++;
@@ -773,7 +771,7 @@ int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx)
 		k++;
 	}
 	fp_ring_fill(ring, ring->slot_first[tx->slot], k, tx->bytes);
-	fp_sync(ring, tx->slot, tx->bytes, false);
+	fp_sync(ring, false);
 	/* Where the packet goes, before the engine can send it. */
 	fp_uwr(fdev, FP_UB_TAG_BYTES, tx->bytes);
 	fp_uwr(fdev, FP_UB_TAG_PUSH, FIELD_PREP(FP_TAG_TARGET, tx->target) |

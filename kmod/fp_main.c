@@ -191,6 +191,7 @@ void fp_dev_destroy(struct fp_dev *fdev)
 {
 	struct fp_ring *rings[FP_DIRS] = { };
 	struct fp_file *fp;
+	bool building;
 	int d;
 
 	/* No new opens (misc_deregister waits for opens under way)... */
@@ -203,8 +204,8 @@ void fp_dev_destroy(struct fp_dev *fdev)
 	mutex_unlock(&fp_devs_lock);
 
 	/* ...no new rings; let registrations under way finish (bounded). */
-	wait_event_timeout(fdev->build_wq, !READ_ONCE(fdev->building),
-			   msecs_to_jiffies(FP_TEARDOWN_TIMEOUT_MS));
+	building = !wait_event_timeout(fdev->build_wq, !READ_ONCE(fdev->building),
+				       msecs_to_jiffies(FP_TEARDOWN_TIMEOUT_MS));
 
 	mutex_lock(&fdev->lock);
 	for (d = 0; d < FP_DIRS; d++) {
@@ -216,6 +217,16 @@ void fp_dev_destroy(struct fp_dev *fdev)
 	for (d = 0; d < FP_DIRS; d++) {
 		if (!rings[d])
 			continue;
+		/*
+		 * A REGISTER still under way owns its ring's page table (which
+		 * nv-p2p may have written before arming its notifier): keep
+		 * everything of it rather than release it under that call.
+		 */
+		if (building && READ_ONCE(rings[d]->state) == FP_RING_BUILDING) {
+			fp_ring_abandon(rings[d], "registration");
+			fp_ring_put(rings[d]);
+			continue;
+		}
 		fp_ring_release_memory(rings[d], FP_RELEASE_REMOVE);
 		fp_ring_put(rings[d]);
 	}
@@ -325,6 +336,7 @@ static void __exit fp_exit(void)
 	fp_model_exit();
 #endif
 	pci_unregister_driver(&fp_pci_driver);
+	fp_ring_free_buried();
 }
 
 module_init(fp_init);

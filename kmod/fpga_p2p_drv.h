@@ -220,6 +220,7 @@ struct fp_ring {
 	bool put_claimed;		/* the owner took over put_pages */
 	bool teardown_claimed;
 	bool quarantined;		/* engine did not stop: DMA memory kept */
+	bool abandoned;			/* a teardown wait gave up: kept for ever */
 	struct completion torn_down;
 
 	/*
@@ -354,7 +355,9 @@ void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why);
 struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle);
 void fp_ring_put(struct fp_ring *ring);
 int fp_ring_errno(enum fp_ring_state state);
-void fp_sync(struct fp_ring *ring, u32 slot, u32 bytes, bool for_cpu);
+void fp_ring_free_buried(void);
+void fp_ring_abandon(struct fp_ring *ring, const char *what);
+void fp_sync(struct fp_ring *ring, bool for_cpu);
 
 /* fp_engine.c */
 int fp_hw_init(struct fp_dev *fdev);
