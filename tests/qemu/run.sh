@@ -2,7 +2,7 @@
 # Boots a real kernel under QEMU (TCG) with fpga_p2p + nvp2p_shim and the
 # capture test programs in an initramfs, runs suites, reports counts.
 #
-#   bash tests/qemu/run.sh --kernel debian|debug --suite NAME|all [--keep] [--timeout S]
+#   bash tests/qemu/run.sh --kernel debian|debug --suite NAME|all [--p2p shim|nvidia] [--keep] [--timeout S]
 #   bash tests/qemu/run.sh --kernel debian --suite shell    # interactive guest
 #   bash tests/qemu/run.sh --kernel debug --selftest         # the detectors fire?
 #   bash tests/qemu/run.sh --list                            # the suites
@@ -13,20 +13,27 @@
 # status non-zero when a suite failed, the kernel reported a problem, or the
 # guest crashed or hung. See tests/qemu/README.md.
 #
+# --p2p picks the nv-p2p implementation: shim (kmod/nvp2p_shim, the default,
+# with its debugfs counters and fault injection) or nvidia (NVIDIA's own
+# nvidia-p2p module from ../shared/nvidia-p2p, built from a scratch copy);
+# results of nvidia runs go to target/qemu/nvidia/.
+#
 # Developer overrides: RADAR_KMOD_DIR (module source instead of kmod/),
-# RADAR_SUITE_BIN (a p2p-suite binary instead of building it).
+# RADAR_SUITE_BIN (a p2p-suite binary instead of building it),
+# RADAR_NVIDIA_P2P_DIR (NVIDIA's nvidia-p2p source instead of ../shared/nvidia-p2p).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/qemu/lib.sh
 . "$here/lib.sh"
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
-kernel='' suite='' keep=0 host_timeout='' selftest=0
+kernel='' suite='' keep=0 host_timeout='' selftest=0 p2p=shim
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=${2:-}; shift 2 ;;
+	--p2p) p2p=${2:-}; shift 2 ;;
 	--suite) suite=${2:-}; shift 2 ;;
 	--keep) keep=1; shift ;;
 	--selftest) selftest=1; suite=selftest; shift ;;
@@ -37,6 +44,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $kernel in debian | debug) ;; *) usage ;; esac
+case $p2p in shim | nvidia) ;; *) usage ;; esac
 [ -n "$suite" ] || usage
 
 # Suites and their guest time limits come from the table in guest-init.sh.
@@ -70,6 +78,8 @@ outdir="$top/target/qemu"
 # The self-test's suites fail on purpose: keep their files apart from the
 # real suites' results of the same kernel.
 [ "$suite" = selftest ] && outdir="$outdir/selftest"
+# Runs against NVIDIA's module keep their own files beside the shim's.
+[ "$p2p" = nvidia ] && outdir="$outdir/nvidia"
 name="$kernel-$suite"
 work="$outdir/$name.d"
 console_log="$outdir/$name.log"
@@ -100,7 +110,7 @@ debug)
 	kver=$(cat "$kdir/include/config/kernel.release")
 	;;
 esac
-log "kernel: $kernel ($kver) from $kdir"
+log "kernel: $kernel ($kver) from $kdir; nv-p2p: $p2p"
 
 # --- the modules -----------------------------------------------------------------
 kmod_src=${RADAR_KMOD_DIR:-"$top/kmod"}
@@ -110,16 +120,34 @@ cp -a "$kmod_src" "$work/kmod"
 log "building modules against $kdir"
 # Objects of an in-place build in the checkout must not leak into this one.
 make -C "$work/kmod" KDIR="$kdir" clean >/dev/null 2>&1 || true
-make -C "$work/kmod" KDIR="$kdir" FPGA_P2P_MODEL=1 -j"$(nproc)" >"$work/kmod.log" 2>&1 ||
+kmod_args=()
+if [ "$p2p" = nvidia ]; then
+	# NVIDIA's module, unmodified, from a scratch copy (kbuild writes into M=).
+	nv_src=${RADAR_NVIDIA_P2P_DIR:-"$top/../shared/nvidia-p2p"}
+	[ -f "$nv_src/nvidia-p2p.c" ] || die "no NVIDIA nvidia-p2p source in $nv_src"
+	cp -a "$nv_src" "$work/nvidia-p2p"
+	log "building NVIDIA's nvidia-p2p against $kdir"
+	make -C "$kdir" M="$work/nvidia-p2p" -j"$(nproc)" modules >"$work/nvidia-p2p.log" 2>&1 ||
+		{ cat "$work/nvidia-p2p.log" >&2; die "building NVIDIA's nvidia-p2p failed"; }
+	# fpga_p2p against NVIDIA's header and exports; no shim is built.
+	kmod_args=(NVP2P_INC="$work/nvidia-p2p/include"
+		KBUILD_EXTRA_SYMBOLS="$work/nvidia-p2p/Module.symvers")
+fi
+make -C "$work/kmod" KDIR="$kdir" FPGA_P2P_MODEL=1 "${kmod_args[@]}" -j"$(nproc)" \
+	>"$work/kmod.log" 2>&1 ||
 	{ cat "$work/kmod.log" >&2; die "building the modules failed"; }
 ko_of() {
 	local ko
-	ko=$(find "$work/kmod" -name "$1.ko" -print -quit)
+	ko=$(find "$2" -name "$1.ko" -print -quit)
 	[ -n "$ko" ] || die "the module build made no $1.ko"
 	printf '%s\n' "$ko"
 }
-shim_ko=$(ko_of nvp2p_shim)
-fpga_ko=$(ko_of fpga_p2p)
+if [ "$p2p" = nvidia ]; then
+	p2p_ko=$(ko_of nvidia-p2p "$work/nvidia-p2p")
+else
+	p2p_ko=$(ko_of nvp2p_shim "$work/kmod")
+fi
+fpga_ko=$(ko_of fpga_p2p "$work/kmod")
 
 # --- the test programs -----------------------------------------------------------
 if [ -n "${RADAR_SUITE_BIN:-}" ]; then
@@ -148,12 +176,12 @@ cp /bin/busybox "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
 install -m 0755 "$here/guest-init.sh" "$root/init"
 cp "$suite_bin" "$root/bin/p2p-suite"
-cp "$shim_ko" "$fpga_ko" "$root/lib/modules/radar/"
+cp "$p2p_ko" "$fpga_ko" "$root/lib/modules/radar/"
 if [ "$kernel" = debian ]; then
 	# Modules of Debian's kernel that ours need (none are built in), in load order.
 	: >"$root/lib/modules/radar/deps.order"
-	for dep in $(modinfo -F depends "$shim_ko" "$fpga_ko" | tr ',' ' '); do
-		case $dep in nvp2p_shim | fpga_p2p) continue ;; esac
+	for dep in $(modinfo -F depends "$p2p_ko" "$fpga_ko" | tr ',' ' '); do
+		case $dep in nvp2p_shim | nvidia-p2p | nvidia_p2p | fpga_p2p) continue ;; esac
 		modprobe -S "$kver" --show-depends "$dep" | awk '$1 == "insmod" { print $2 }'
 	done | awk '!seen[$0]++' | while read -r ko; do
 		base=$(basename "$ko")
@@ -177,7 +205,7 @@ cmdline="console=ttyS0,115200 panic=-1 printk.devkmsg=on"
 cmdline+=" rcupdate.rcu_cpu_stall_timeout=60 watchdog_thresh=30"
 guest_suite=$suite
 [ "$suite" = selftest ] && guest_suite=$(IFS=,; echo "${suites[*]}")
-cmdline+=" radar.suite=$guest_suite"
+cmdline+=" radar.suite=$guest_suite radar.p2p=$p2p"
 qemu=(qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nodefaults -no-user-config
 	-display none -no-reboot -kernel "$kimage" -initrd "$work/initramfs.cpio")
 
@@ -244,7 +272,7 @@ qemu_s=$((SECONDS - t_boot))
 log "QEMU exited with status $qemu_status after $qemu_s s"
 
 set +e
-python3 "$here/harness.py" report --kernel "$kernel" --suite "$suite" \
+python3 "$here/harness.py" report --kernel "$kernel" --p2p "$p2p" --suite "$suite" \
 	--suites "${suites[*]}" --console "$console_log" --results "$results_log" \
 	--outdir "$outdir" --duration-s "$duration" --qemu-s "$qemu_s" ${boot_s:+--boot-s "$boot_s"} \
 	--qemu-status "$qemu_status" ${stalled:+--stalled "$stalled"} >"$outdir/$name.summary"
