@@ -20,7 +20,7 @@
 #
 # Developer overrides: RADAR_KMOD_DIR (module source instead of kmod/),
 # RADAR_SUITE_BIN (a p2p-suite binary instead of building it),
-# RADAR_NVIDIA_P2P_DIR (NVIDIA's nvidia-p2p source instead of ../shared/nvidia-p2p).
+# RADAR_SHARED_DIR (the test inputs instead of ../shared beside the checkout).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -123,7 +123,7 @@ make -C "$work/kmod" KDIR="$kdir" clean >/dev/null 2>&1 || true
 kmod_args=()
 if [ "$p2p" = nvidia ]; then
 	# NVIDIA's module, unmodified, from a scratch copy (kbuild writes into M=).
-	nv_src=${RADAR_NVIDIA_P2P_DIR:-"$top/../shared/nvidia-p2p"}
+	nv_src=${RADAR_SHARED_DIR:-"$top/../shared"}/nvidia-p2p
 	[ -f "$nv_src/nvidia-p2p.c" ] || die "no NVIDIA nvidia-p2p source in $nv_src"
 	cp -a "$nv_src" "$work/nvidia-p2p"
 	log "building NVIDIA's nvidia-p2p against $kdir"
