@@ -20,14 +20,15 @@
 #
 # Developer overrides: RADAR_KMOD_DIR (module source instead of kmod/),
 # RADAR_SUITE_BIN (a p2p-suite binary instead of building it),
-# RADAR_SHARED_DIR (the test inputs instead of ../shared beside the checkout).
+# RADAR_SHARED_DIR (the test inputs instead of ../shared beside the checkout),
+# RADAR_QEMU_OUTDIR (results elsewhere than target/qemu).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/qemu/lib.sh
 . "$here/lib.sh"
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 kernel='' suite='' keep=0 host_timeout='' selftest=0 p2p=shim
 while [ $# -gt 0 ]; do
@@ -74,7 +75,7 @@ esac
 t_start=$SECONDS
 ensure_pkgs qemu-system-x86 busybox-static cpio kmod python3 build-essential binutils
 
-outdir="$top/target/qemu"
+outdir=${RADAR_QEMU_OUTDIR:-"$top/target/qemu"}
 # The self-test's suites fail on purpose: keep their files apart from the
 # real suites' results of the same kernel.
 [ "$suite" = selftest ] && outdir="$outdir/selftest"
@@ -295,7 +296,11 @@ cat "$outdir/$name.summary"
 if [ "$suite" = selftest ]; then
 	# The suites above were meant to fail; what counts is why.
 	echo "--- self-test: each detector must have fired in its suite"
-	python3 "$here/harness.py" selftest --console "$console_log" --results "$results_log"
-	exit $?
+	st=0
+	python3 "$here/harness.py" selftest --console "$console_log" --results "$results_log" || st=$?
+	# And the suites: each fixed defect put back must fail its suite.
+	echo "--- self-test: each defect put back must fail its suite"
+	bash "$here/selftest/regressions.sh" --kernel "$kernel" || st=1
+	exit "$st"
 fi
 exit "$status"

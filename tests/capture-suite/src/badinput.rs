@@ -241,9 +241,13 @@ fn failed_dma_map(env: &Env, t: &mut Target) -> Check<String> {
         "the injected DMA map failure was not reached"
     );
     common::p2p_clean(env, "after the failed DMA map")?;
-    t.up().map_err(|e| format!("after the failed DMA map: {e}"))?;
+    t.up()
+        .map_err(|e| format!("after the failed DMA map: {e}"))?;
     t.down()?;
-    Ok("a DMA map returning 0 with no mapping made REGISTER fail with ENOMEM, then it worked".into())
+    Ok(
+        "a DMA map returning 0 with no mapping made REGISTER fail with ENOMEM, then it worked"
+            .into(),
+    )
 }
 
 type Call = (&'static str, Result<i32, Errno>, &'static [Errno]);

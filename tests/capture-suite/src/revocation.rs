@@ -149,9 +149,8 @@ fn one_cycle(env: &Env, o: &Opts, cycle: u32, knob: bool) -> Check {
         let r = unsafe { libc::mprotect(ring.addr.cast(), len, libc::PROT_READ) };
         ensure!(r == 0, "mprotect: {}", Errno::last());
         // SAFETY: as above, back to writable for the canary check.
-        let r = unsafe {
-            libc::mprotect(ring.addr.cast(), len, libc::PROT_READ | libc::PROT_WRITE)
-        };
+        let r =
+            unsafe { libc::mprotect(ring.addr.cast(), len, libc::PROT_READ | libc::PROT_WRITE) };
         ensure!(r == 0, "mprotect: {}", Errno::last());
     } else if knob {
         // The shim's knob: run the free callback of our registration now.
