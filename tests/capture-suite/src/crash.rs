@@ -98,16 +98,18 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
             eprintln!("crash: {} kill cycles ok", cycle + 1);
         }
     }
-    common::mem_kept(
+    let mem = common::mem_kept(
         mem0,
         out.kill_cycles,
         2 * RING_BYTES as u64,
         "SIGKILL cycles",
     )?;
     out.detail = format!(
-        "{} SIGKILLs of a streaming process: each time nothing left pinned or mapped, \
-         and the next process streamed {} verified frames",
-        out.kill_cycles, o.check_frames
+        "{} SIGKILLs of a streaming process: each time nothing left pinned or mapped \
+         ({}; {mem}), and the next process streamed {} verified frames",
+        out.kill_cycles,
+        common::leak_source(env),
+        o.check_frames
     );
     Ok(())
 }

@@ -263,7 +263,7 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
         }
     }
     common::p2p_clean(env, "at the end")?;
-    common::mem_kept(
+    let mem = common::mem_kept(
         mem0,
         out.revocations,
         (o.slots as usize * o.slot_bytes) as u64,
@@ -273,10 +273,11 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
     crate::smoke(env, 4, out)?;
     out.detail = format!(
         "{} cycles while streaming ({} munmap, {} {knob_kind}): poll reported the revocation, \
-         DMA stopped, nothing left pinned or mapped; the device streams afterwards",
+         DMA stopped, nothing left pinned or mapped ({}; {mem}); the device streams afterwards",
         out.revocations,
         o.cycles.div_ceil(2),
-        o.cycles / 2
+        o.cycles / 2,
+        common::leak_source(env)
     );
     Ok(())
 }
