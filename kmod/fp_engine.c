@@ -34,6 +34,72 @@
 
 #include "fpga_p2p_drv.h"
 
+int fp_ring_errno(enum fp_ring_state state)
+{
+	switch (state) {
+	case FP_RING_IDLE:
+	case FP_RING_RUNNING:
+		return 0;
+	case FP_RING_BUILDING:
+		return -ENOENT;
+	case FP_RING_FAULTED:
+	case FP_RING_REVOKED:
+		return -EIO;
+	default:
+		return -ENODEV;
+	}
+}
+
+/*
+ * Ownership hand-over of the ring's memory between the engine and the CPU.
+ * The memory is one scatter-gather mapping, so it is synced as one, over the
+ * mapping's own scatterlist with the entry count it was mapped with: a
+ * dma_sync_single_*() on a piece of it is not defined by the DMA API (an
+ * IOMMU merges segments; swiotlb bounces per segment). Where the device is
+ * DMA-coherent behind an IOMMU (AGX Orin) this returns at once; elsewhere it
+ * costs a walk of the list (and with bounce buffering a copy of the ring).
+ */
+void fp_sync(struct fp_ring *ring, bool for_cpu)
+{
+	struct sg_table *sgt = ring->map->sgt;
+
+	if (for_cpu)
+		dma_sync_sg_for_cpu(ring->fdev->dev, sgt->sgl, sgt->orig_nents,
+				    fp_ring_dma_dir(ring));
+	else
+		dma_sync_sg_for_device(ring->fdev->dev, sgt->sgl,
+				       sgt->orig_nents, fp_ring_dma_dir(ring));
+}
+
+void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c)
+{
+	struct fp_counters *k = &fdev->cnt;
+
+	memset(c, 0, sizeof(*c));
+	c->frames = atomic64_read(&k->frames);
+	c->chunks = atomic64_read(&k->chunks);
+	c->short_frames = atomic64_read(&k->short_frames);
+	c->crc_errors = atomic64_read(&k->crc_errors);
+	c->desc_errors = atomic64_read(&k->desc_errors);
+	c->irqs = atomic64_read(&k->irqs);
+	c->revocations = atomic64_read(&k->revocations);
+	c->tx_submitted = atomic64_read(&k->tx_submitted);
+	c->tx_completed = atomic64_read(&k->tx_completed);
+	c->event_overflows = atomic64_read(&k->event_overflows);
+	c->dma_timeouts = atomic64_read(&k->dma_timeouts);
+
+	/* Drops are counted by the FPGA, per stream: add the running one. */
+	mutex_lock(&fdev->hw_lock);
+	c->drops_no_slot = fdev->drops_no_slot_base;
+	c->drops_fault = fdev->drops_fault_base;
+	if (fdev->streaming && !fdev->hw_gone) {
+		c->drops_no_slot += fp_urd(fdev, FP_UB_DROPS_NO_SLOT);
+		c->drops_fault += fp_urd(fdev, FP_UB_DROPS_FAULT);
+	}
+	mutex_unlock(&fdev->hw_lock);
+}
+
+
 /* Channel interrupt sources the driver enables. */
 #define FP_CH_IRQS	(XDMA_ST_DESC_COMPLETED | XDMA_ST_DESC_STOPPED | \
 			 XDMA_ST_ERRORS)

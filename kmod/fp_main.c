@@ -20,47 +20,6 @@
 static DEFINE_MUTEX(fp_devs_lock);	/* fp_devs[] */
 static struct fp_dev *fp_devs[FP_MAX_DEVICES];	/* by index N */
 
-static void fp_dev_release(struct kref *ref)
-{
-	struct fp_dev *fdev = container_of(ref, struct fp_dev, ref);
-
-	put_device(fdev->dev);
-	kfree(fdev);
-}
-
-void fp_dev_put(struct fp_dev *fdev)
-{
-	kref_put(&fdev->ref, fp_dev_release);
-}
-
-void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c)
-{
-	struct fp_counters *k = &fdev->cnt;
-
-	memset(c, 0, sizeof(*c));
-	c->frames = atomic64_read(&k->frames);
-	c->chunks = atomic64_read(&k->chunks);
-	c->short_frames = atomic64_read(&k->short_frames);
-	c->crc_errors = atomic64_read(&k->crc_errors);
-	c->desc_errors = atomic64_read(&k->desc_errors);
-	c->irqs = atomic64_read(&k->irqs);
-	c->revocations = atomic64_read(&k->revocations);
-	c->tx_submitted = atomic64_read(&k->tx_submitted);
-	c->tx_completed = atomic64_read(&k->tx_completed);
-	c->event_overflows = atomic64_read(&k->event_overflows);
-	c->dma_timeouts = atomic64_read(&k->dma_timeouts);
-
-	/* Drops are counted by the FPGA, per stream: add the running one. */
-	mutex_lock(&fdev->hw_lock);
-	c->drops_no_slot = fdev->drops_no_slot_base;
-	c->drops_fault = fdev->drops_fault_base;
-	if (fdev->streaming && !fdev->hw_gone) {
-		c->drops_no_slot += fp_urd(fdev, FP_UB_DROPS_NO_SLOT);
-		c->drops_fault += fp_urd(fdev, FP_UB_DROPS_FAULT);
-	}
-	mutex_unlock(&fdev->hw_lock);
-}
-
 /* --- sysfs: /sys/class/misc/fpga-p2pN/counters/ -------------------------- */
 
 static ssize_t fp_counter_show(struct device *d, struct device_attribute *a,

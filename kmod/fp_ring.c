@@ -30,51 +30,6 @@
 
 #include "fpga_p2p_drv.h"
 
-/* Spare event queue entries per file: REVOKED, FAULT, OVERFLOW. */
-#define FP_EV_SPARE		8
-
-int fp_ring_errno(enum fp_ring_state state)
-{
-	switch (state) {
-	case FP_RING_IDLE:
-	case FP_RING_RUNNING:
-		return 0;
-	case FP_RING_BUILDING:
-		return -ENOENT;
-	case FP_RING_FAULTED:
-	case FP_RING_REVOKED:
-		return -EIO;
-	default:
-		return -ENODEV;
-	}
-}
-
-static enum dma_data_direction fp_dma_dir(struct fp_ring *ring)
-{
-	return ring->dir == FP_C2H ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
-}
-
-/*
- * Ownership hand-over of the ring's memory between the engine and the CPU.
- * The memory is one scatter-gather mapping, so it is synced as one, over the
- * mapping's own scatterlist with the entry count it was mapped with: a
- * dma_sync_single_*() on a piece of it is not defined by the DMA API (an
- * IOMMU merges segments; swiotlb bounces per segment). Where the device is
- * DMA-coherent behind an IOMMU (AGX Orin) this returns at once; elsewhere it
- * costs a walk of the list (and with bounce buffering a copy of the ring).
- */
-void fp_sync(struct fp_ring *ring, bool for_cpu)
-{
-	struct sg_table *sgt = ring->map->sgt;
-
-	if (for_cpu)
-		dma_sync_sg_for_cpu(ring->fdev->dev, sgt->sgl, sgt->orig_nents,
-				    fp_dma_dir(ring));
-	else
-		dma_sync_sg_for_device(ring->fdev->dev, sgt->sgl,
-				       sgt->orig_nents, fp_dma_dir(ring));
-}
-
 static void fp_ring_free_dma(struct fp_ring *ring)
 {
 	struct device *dev = ring->fdev->dev;
@@ -358,27 +313,6 @@ void fp_ring_free_buried(void)
 	}
 }
 
-/* Remove queued events of a ring that goes away. */
-static void fp_events_purge(struct fp_file *fp, u32 handle)
-{
-	unsigned long flags;
-	u32 i, kept = 0, mask;
-
-	spin_lock_irqsave(&fp->ev_lock, flags);
-	mask = fp->ev_cap - 1;
-	for (i = 0; i < fp->ev_count; i++) {
-		struct fpga_p2p_event *ev = &fp->ev[(fp->ev_head + i) & mask];
-
-		if (ev->handle == handle)
-			continue;
-		if (kept != i)
-			fp->ev[(fp->ev_head + kept) & mask] = *ev;
-		kept++;
-	}
-	fp->ev_count = kept;
-	spin_unlock_irqrestore(&fp->ev_lock, flags);
-}
-
 /*
  * Destroy a ring that is no longer reachable through its file (or never
  * was): release its memory, free the page-table struct, give the device's
@@ -558,31 +492,6 @@ static int fp_ring_build(struct fp_ring *ring)
 	return 0;
 }
 
-/* Grow the file's event queue to hold what its rings may queue. */
-static int fp_evq_reserve(struct fp_file *fp, u32 need)
-{
-	struct fpga_p2p_event *ev, *old;
-	unsigned long flags;
-	u32 cap, i;
-
-	cap = roundup_pow_of_two(need + FP_EV_SPARE);
-	if (cap <= fp->ev_cap)
-		return 0;
-	ev = kvmalloc_array(cap, sizeof(*ev), GFP_KERNEL | __GFP_ZERO);
-	if (!ev)
-		return -ENOMEM;
-	spin_lock_irqsave(&fp->ev_lock, flags);
-	for (i = 0; i < fp->ev_count; i++)
-		ev[i] = fp->ev[(fp->ev_head + i) & (fp->ev_cap - 1)];
-	old = fp->ev;
-	fp->ev = ev;
-	fp->ev_cap = cap;
-	fp->ev_head = 0;
-	spin_unlock_irqrestore(&fp->ev_lock, flags);
-	kvfree(old);
-	return 0;
-}
-
 static int fp_ring_check(struct fp_dev *fdev, const struct fpga_p2p_ring *r,
 			 u32 *chunk_bytes)
 {
@@ -689,7 +598,7 @@ int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r)
 		goto abort;
 	}
 	ret = nvidia_p2p_dma_map_pages(fdev->dev, ring->pt, &ring->map,
-				       fp_dma_dir(ring));
+				       fp_ring_dma_dir(ring));
 	if (ret) {
 		ring->map = NULL;
 		goto abort;

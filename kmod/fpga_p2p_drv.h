@@ -31,12 +31,14 @@
 #include <linux/atomic.h>
 #include <linux/completion.h>
 #include <linux/device.h>
+#include <linux/dma-direction.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
 #include <linux/kref.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
 #include <linux/sizes.h>
+#include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
@@ -335,29 +337,37 @@ static inline dma_addr_t fp_result_dma(struct fp_ring *ring, u32 i)
 	       (i % per) * sizeof(struct xdma_c2h_result);
 }
 
-/* fp_main.c */
-struct fp_dev *fp_dev_create(struct device *dev, int irq, bool irq_shared,
-			     void __iomem * const *bars, struct fp_model *model);
-void fp_dev_destroy(struct fp_dev *fdev);
-void fp_dev_put(struct fp_dev *fdev);
-void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c);
+/*
+ * The layers, bottom first; each file calls only into those below it:
+ * fp_event.c (events, wake-ups), fp_engine.c (the XDMA engine, syncs,
+ * counters), fp_ring.c (registration through nv-p2p, descriptors,
+ * revocation), fp_fops.c (the character device), fp_main.c (probe, device
+ * lifetime, module init).
+ */
 
-/* fp_fops.c */
-extern const struct file_operations fp_fops;
+static inline enum dma_data_direction fp_ring_dma_dir(struct fp_ring *ring)
+{
+	return ring->dir == FP_C2H ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
+}
+
+static inline void fp_dev_release(struct kref *ref)
+{
+	struct fp_dev *fdev = container_of(ref, struct fp_dev, ref);
+
+	put_device(fdev->dev);
+	kfree(fdev);
+}
+
+static inline void fp_dev_put(struct fp_dev *fdev)
+{
+	kref_put(&fdev->ref, fp_dev_release);
+}
+
+/* fp_event.c */
 void fp_event_push(struct fp_file *fp, const struct fpga_p2p_event *ev);
 void fp_file_wake(struct fp_file *fp);
-
-/* fp_ring.c */
-int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r);
-int fp_ring_unregister(struct fp_file *fp, u32 handle);
-void fp_ring_destroy(struct fp_ring *ring);
-void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why);
-struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle);
-void fp_ring_put(struct fp_ring *ring);
-int fp_ring_errno(enum fp_ring_state state);
-void fp_ring_free_buried(void);
-void fp_ring_abandon(struct fp_ring *ring, const char *what);
-void fp_sync(struct fp_ring *ring, bool for_cpu);
+void fp_events_purge(struct fp_file *fp, u32 handle);
+int fp_evq_reserve(struct fp_file *fp, u32 need);
 
 /* fp_engine.c */
 int fp_hw_init(struct fp_dev *fdev);
@@ -369,6 +379,27 @@ int fp_h2c_start(struct fp_ring *ring);
 int fp_engine_stop(struct fp_ring *ring);
 int fp_release_slot(struct fp_ring *ring, u32 slot);
 int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx);
+int fp_ring_errno(enum fp_ring_state state);
+void fp_sync(struct fp_ring *ring, bool for_cpu);
+void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c);
+
+/* fp_ring.c */
+int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r);
+int fp_ring_unregister(struct fp_file *fp, u32 handle);
+void fp_ring_destroy(struct fp_ring *ring);
+void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why);
+struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle);
+void fp_ring_put(struct fp_ring *ring);
+void fp_ring_free_buried(void);
+void fp_ring_abandon(struct fp_ring *ring, const char *what);
+
+/* fp_fops.c */
+extern const struct file_operations fp_fops;
+
+/* fp_main.c */
+struct fp_dev *fp_dev_create(struct device *dev, int irq, bool irq_shared,
+			     void __iomem * const *bars, struct fp_model *model);
+void fp_dev_destroy(struct fp_dev *fdev);
 
 #ifdef FPGA_P2P_MODEL
 int fp_model_init(unsigned int count);
