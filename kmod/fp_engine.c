@@ -52,6 +52,72 @@
 /* An empty metadata FIFO at end of frame becomes a fault after this. */
 #define FP_META_WAIT_MS		200
 
+int fp_ring_errno(enum fp_ring_state state)
+{
+	switch (state) {
+	case FP_RING_IDLE:
+	case FP_RING_RUNNING:
+		return 0;
+	case FP_RING_BUILDING:
+		return -ENOENT;
+	case FP_RING_FAULTED:
+	case FP_RING_REVOKED:
+		return -EIO;
+	default:
+		return -ENODEV;
+	}
+}
+
+/*
+ * Ownership hand-over of the ring's memory between the engine and the CPU.
+ * The memory is one scatter-gather mapping, so it is synced as one, over the
+ * mapping's own scatterlist with the entry count it was mapped with: a
+ * dma_sync_single_*() on a piece of it is not defined by the DMA API (an
+ * IOMMU merges segments; swiotlb bounces per segment). Where the device is
+ * DMA-coherent behind an IOMMU (AGX Orin) this returns at once; elsewhere it
+ * costs a walk of the list (and with bounce buffering a copy of the ring).
+ */
+void fp_sync(struct fp_ring *ring, bool for_cpu)
+{
+	struct sg_table *sgt = ring->map->sgt;
+
+	if (for_cpu)
+		dma_sync_sg_for_cpu(ring->fdev->dev, sgt->sgl, sgt->orig_nents,
+				    fp_ring_dma_dir(ring));
+	else
+		dma_sync_sg_for_device(ring->fdev->dev, sgt->sgl,
+				       sgt->orig_nents, fp_ring_dma_dir(ring));
+}
+
+void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c)
+{
+	struct fp_counters *k = &fdev->cnt;
+
+	memset(c, 0, sizeof(*c));
+	c->frames = atomic64_read(&k->frames);
+	c->chunks = atomic64_read(&k->chunks);
+	c->short_frames = atomic64_read(&k->short_frames);
+	c->crc_errors = atomic64_read(&k->crc_errors);
+	c->desc_errors = atomic64_read(&k->desc_errors);
+	c->irqs = atomic64_read(&k->irqs);
+	c->revocations = atomic64_read(&k->revocations);
+	c->tx_submitted = atomic64_read(&k->tx_submitted);
+	c->tx_completed = atomic64_read(&k->tx_completed);
+	c->event_overflows = atomic64_read(&k->event_overflows);
+	c->dma_timeouts = atomic64_read(&k->dma_timeouts);
+	c->lost_irqs = atomic64_read(&k->lost_irqs);
+
+	/* Drops are counted by the FPGA, per stream: add the running one. */
+	mutex_lock(&fdev->hw_lock);
+	c->drops_no_slot = fdev->drops_no_slot_base;
+	c->drops_fault = fdev->drops_fault_base;
+	if (fdev->streaming && !fdev->hw_gone) {
+		c->drops_no_slot += fp_urd(fdev, FP_UB_DROPS_NO_SLOT);
+		c->drops_fault += fp_urd(fdev, FP_UB_DROPS_FAULT);
+	}
+	mutex_unlock(&fdev->hw_lock);
+}
+
 /* Channel interrupt sources the driver enables. */
 #define FP_CH_IRQS	(XDMA_ST_DESC_COMPLETED | XDMA_ST_DESC_STOPPED | \
 			 XDMA_ST_ERRORS)
@@ -94,7 +160,7 @@ static int fp_chan_stop(struct fp_dev *fdev, enum fp_dir dir)
 		st = fp_xrd(fdev, ch + XDMA_CH_STATUS);
 		if (st == ~0U) {
 			/* Gone for sure: it masters nothing any more. */
-			if (pci_dev_is_disconnected(fdev->pdev))
+			if (fp_card_gone(fdev))
 				return 0;
 			dev_err(fdev->dev, "%s channel status reads all ones: the card does not answer\n",
 				dir == FP_C2H ? "C2H" : "H2C");
@@ -486,11 +552,9 @@ static void fp_c2h_complete(struct fp_ring *ring, u32 status)
 		ring->done++;
 		ring->hw_done++;
 		ring->desc_pos = i + 1 == ring->ndesc ? 0 : i + 1;
-		/* The piece is the CPU's to read from here on. */
-		dma_sync_single_for_cpu(fdev->dev, di->addr, di->len,
-					DMA_FROM_DEVICE);
-
 		if (di->flags & FP_DI_CHUNK_END) {
+			/* The chunk is the CPU's to read from here on. */
+			fp_sync(ring, true);
 			atomic64_inc(&fdev->cnt.chunks);
 			if (ring->chunk_events) {
 				struct fpga_p2p_event ev = {
@@ -525,7 +589,7 @@ static void fp_tx_done(struct fp_ring *ring, struct fp_tx *tx, u32 flags)
 		.cookie = tx->cookie,
 	};
 
-	fp_sync(ring, tx->slot, tx->bytes, true);
+	fp_sync(ring, true);
 	ring->slot_state[tx->slot] = FP_SLOT_FREE;
 	if (!flags)
 		atomic64_inc(&ring->fdev->cnt.tx_completed);
@@ -618,7 +682,7 @@ static bool fp_service_requests(struct fp_dev *fdev)
 	for (round = 0; round < 4; round++) {
 		req = fp_xrd(fdev, FP_IRQ(XDMA_IRQ_CHAN_REQ));
 		if (req == ~0U) {
-			if (!pci_dev_is_disconnected(fdev->pdev))
+			if (!fp_card_gone(fdev))
 				fp_not_answering(fdev);
 			break;
 		}
@@ -691,7 +755,7 @@ static void fp_watchdog(struct timer_list *t)
 		fp_service(fdev, FP_C2H);
 		fp_service(fdev, FP_H2C);
 		if (fp_xrd(fdev, FP_IRQ(XDMA_IRQ_CHAN_REQ)) == ~0U &&
-		    !pci_dev_is_disconnected(fdev->pdev))
+		    !fp_card_gone(fdev))
 			fp_not_answering(fdev);
 		if (fp_done_total(fdev, &meta_wait) != before && !meta_wait)
 			atomic64_inc(&fdev->cnt.lost_irqs);
@@ -876,7 +940,7 @@ int fp_release_slot(struct fp_ring *ring, u32 slot)
 		goto out;
 	}
 	/* The device's from here on. */
-	fp_sync(ring, slot, ring->slot_bytes, false);
+	fp_sync(ring, false);
 	ring->slot_state[slot] = FP_SLOT_FREE;
 	ring->free_q[(ring->free_head + ring->free_count) % ring->nr_slots] = slot;
 	ring->free_count++;
@@ -923,7 +987,7 @@ int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx)
 		k++;
 	}
 	fp_ring_fill(ring, ring->slot_first[tx->slot], k, tx->bytes);
-	fp_sync(ring, tx->slot, tx->bytes, false);
+	fp_sync(ring, false);
 	/* Where the packet goes, before the engine can send it. */
 	fp_uwr(fdev, FP_UB_TAG_BYTES, tx->bytes);
 	fp_uwr(fdev, FP_UB_TAG_PUSH, FIELD_PREP(FP_TAG_TARGET, tx->target) |

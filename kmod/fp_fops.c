@@ -17,31 +17,6 @@
 #define FP_READ_BATCH	8
 #define FP_EV_INITIAL	16
 
-void fp_file_wake(struct fp_file *fp)
-{
-	wake_up_interruptible_all(&fp->wq);
-}
-
-/* Queue an event; any context. A full queue counts an overflow. */
-void fp_event_push(struct fp_file *fp, const struct fpga_p2p_event *ev)
-{
-	unsigned long flags;
-	bool lost = false;
-
-	spin_lock_irqsave(&fp->ev_lock, flags);
-	if (fp->ev_count == fp->ev_cap || fp->ev_lost) {
-		fp->ev_lost++;
-		lost = true;
-	} else {
-		fp->ev[(fp->ev_head + fp->ev_count) & (fp->ev_cap - 1)] = *ev;
-		fp->ev_count++;
-	}
-	spin_unlock_irqrestore(&fp->ev_lock, flags);
-	if (lost)
-		atomic64_inc(&fp->fdev->cnt.event_overflows);
-	wake_up_interruptible(&fp->wq);
-}
-
 /* Some ring of the file can no longer deliver, or the device is gone. */
 static bool fp_file_error(struct fp_file *fp, bool *gone)
 {

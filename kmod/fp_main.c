@@ -20,48 +20,6 @@
 static DEFINE_MUTEX(fp_devs_lock);	/* fp_devs[] */
 static struct fp_dev *fp_devs[FP_MAX_DEVICES];	/* by index N */
 
-static void fp_dev_release(struct kref *ref)
-{
-	struct fp_dev *fdev = container_of(ref, struct fp_dev, ref);
-
-	pci_dev_put(fdev->pdev);
-	kfree(fdev);
-}
-
-void fp_dev_put(struct fp_dev *fdev)
-{
-	kref_put(&fdev->ref, fp_dev_release);
-}
-
-void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c)
-{
-	struct fp_counters *k = &fdev->cnt;
-
-	memset(c, 0, sizeof(*c));
-	c->frames = atomic64_read(&k->frames);
-	c->chunks = atomic64_read(&k->chunks);
-	c->short_frames = atomic64_read(&k->short_frames);
-	c->crc_errors = atomic64_read(&k->crc_errors);
-	c->desc_errors = atomic64_read(&k->desc_errors);
-	c->irqs = atomic64_read(&k->irqs);
-	c->revocations = atomic64_read(&k->revocations);
-	c->tx_submitted = atomic64_read(&k->tx_submitted);
-	c->tx_completed = atomic64_read(&k->tx_completed);
-	c->event_overflows = atomic64_read(&k->event_overflows);
-	c->dma_timeouts = atomic64_read(&k->dma_timeouts);
-	c->lost_irqs = atomic64_read(&k->lost_irqs);
-
-	/* Drops are counted by the FPGA, per stream: add the running one. */
-	mutex_lock(&fdev->hw_lock);
-	c->drops_no_slot = fdev->drops_no_slot_base;
-	c->drops_fault = fdev->drops_fault_base;
-	if (fdev->streaming && !fdev->hw_gone) {
-		c->drops_no_slot += fp_urd(fdev, FP_UB_DROPS_NO_SLOT);
-		c->drops_fault += fp_urd(fdev, FP_UB_DROPS_FAULT);
-	}
-	mutex_unlock(&fdev->hw_lock);
-}
-
 /* --- sysfs: /sys/class/misc/fpga-p2pN/counters/ -------------------------- */
 
 static ssize_t fp_counter_show(struct device *d, struct device_attribute *a,
@@ -202,6 +160,7 @@ static void fp_dev_destroy(struct fp_dev *fdev)
 {
 	struct fp_ring *rings[FP_DIRS] = { };
 	struct fp_file *fp;
+	bool building;
 	int d;
 
 	/* No new opens (misc_deregister waits for opens under way)... */
@@ -214,8 +173,8 @@ static void fp_dev_destroy(struct fp_dev *fdev)
 	mutex_unlock(&fp_devs_lock);
 
 	/* ...no new rings; let registrations under way finish (bounded). */
-	wait_event_timeout(fdev->build_wq, !READ_ONCE(fdev->building),
-			   msecs_to_jiffies(FP_TEARDOWN_TIMEOUT_MS));
+	building = !wait_event_timeout(fdev->build_wq, !READ_ONCE(fdev->building),
+				       msecs_to_jiffies(FP_TEARDOWN_TIMEOUT_MS));
 
 	mutex_lock(&fdev->lock);
 	for (d = 0; d < FP_DIRS; d++) {
@@ -227,6 +186,16 @@ static void fp_dev_destroy(struct fp_dev *fdev)
 	for (d = 0; d < FP_DIRS; d++) {
 		if (!rings[d])
 			continue;
+		/*
+		 * A REGISTER still under way owns its ring's page table (which
+		 * nv-p2p may have written before arming its notifier): keep
+		 * everything of it rather than release it under that call.
+		 */
+		if (building && READ_ONCE(rings[d]->state) == FP_RING_BUILDING) {
+			fp_ring_abandon(rings[d], "registration");
+			fp_ring_put(rings[d]);
+			continue;
+		}
 		fp_ring_release_memory(rings[d], FP_RELEASE_REMOVE);
 		fp_ring_put(rings[d]);
 	}
@@ -330,6 +299,7 @@ static int __init fp_init(void)
 static void __exit fp_exit(void)
 {
 	pci_unregister_driver(&fp_pci_driver);
+	fp_ring_free_buried();
 }
 
 module_init(fp_init);

@@ -31,12 +31,15 @@
 #include <linux/atomic.h>
 #include <linux/completion.h>
 #include <linux/device.h>
+#include <linux/dma-direction.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
 #include <linux/kref.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
+#include <linux/pci.h>
 #include <linux/sizes.h>
+#include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
 #include <linux/types.h>
@@ -223,6 +226,7 @@ struct fp_ring {
 	bool put_claimed;		/* the owner took over put_pages */
 	bool teardown_claimed;
 	bool quarantined;		/* engine did not stop: DMA memory kept */
+	bool abandoned;			/* a teardown wait gave up: kept for ever */
 	struct completion torn_down;
 
 	/*
@@ -324,24 +328,46 @@ static inline dma_addr_t fp_result_dma(struct fp_ring *ring, u32 i)
 	       (i % per) * sizeof(struct xdma_c2h_result);
 }
 
-/* fp_main.c */
-void fp_dev_put(struct fp_dev *fdev);
-void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c);
+/*
+ * The layers, bottom first; each file calls only into those below it:
+ * fp_event.c (events, wake-ups), fp_engine.c (the XDMA engine, syncs,
+ * counters), fp_ring.c (registration through nv-p2p, descriptors,
+ * revocation), fp_fops.c (the character device), fp_main.c (probe, device
+ * lifetime, module init).
+ */
 
-/* fp_fops.c */
-extern const struct file_operations fp_fops;
+/*
+ * The card was surprise-removed (what pci_dev_is_disconnected() says; 5.15,
+ * the Jetson's kernel, keeps that in the PCI core's private header).
+ */
+static inline bool fp_card_gone(struct fp_dev *fdev)
+{
+	return READ_ONCE(fdev->pdev->error_state) == pci_channel_io_perm_failure;
+}
+
+static inline enum dma_data_direction fp_ring_dma_dir(struct fp_ring *ring)
+{
+	return ring->dir == FP_C2H ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
+}
+
+static inline void fp_dev_release(struct kref *ref)
+{
+	struct fp_dev *fdev = container_of(ref, struct fp_dev, ref);
+
+	pci_dev_put(fdev->pdev);
+	kfree(fdev);
+}
+
+static inline void fp_dev_put(struct fp_dev *fdev)
+{
+	kref_put(&fdev->ref, fp_dev_release);
+}
+
+/* fp_event.c */
 void fp_event_push(struct fp_file *fp, const struct fpga_p2p_event *ev);
 void fp_file_wake(struct fp_file *fp);
-
-/* fp_ring.c */
-int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r);
-int fp_ring_unregister(struct fp_file *fp, u32 handle);
-void fp_ring_destroy(struct fp_ring *ring);
-void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why);
-struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle);
-void fp_ring_put(struct fp_ring *ring);
-int fp_ring_errno(enum fp_ring_state state);
-void fp_sync(struct fp_ring *ring, u32 slot, u32 bytes, bool for_cpu);
+void fp_events_purge(struct fp_file *fp, u32 handle);
+int fp_evq_reserve(struct fp_file *fp, u32 need);
 
 /* fp_engine.c */
 void fp_watchdog_init(struct fp_dev *fdev);
@@ -354,5 +380,21 @@ int fp_h2c_start(struct fp_ring *ring);
 int fp_engine_stop(struct fp_ring *ring);
 int fp_release_slot(struct fp_ring *ring, u32 slot);
 int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx);
+int fp_ring_errno(enum fp_ring_state state);
+void fp_sync(struct fp_ring *ring, bool for_cpu);
+void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c);
+
+/* fp_ring.c */
+int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r);
+int fp_ring_unregister(struct fp_file *fp, u32 handle);
+void fp_ring_destroy(struct fp_ring *ring);
+void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why);
+struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle);
+void fp_ring_put(struct fp_ring *ring);
+void fp_ring_free_buried(void);
+void fp_ring_abandon(struct fp_ring *ring, const char *what);
+
+/* fp_fops.c */
+extern const struct file_operations fp_fops;
 
 #endif /* FPGA_P2P_DRV_H */

@@ -43,6 +43,9 @@ step rust:aarch64 cargo build --workspace --release --locked --target aarch64-un
 step kmod bash tests/kmod-checks.sh
 step qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
 step qemu:debug bash tests/qemu/run.sh --kernel debug --suite all
+# The same suites against NVIDIA's own nvidia-p2p module (../shared/nvidia-p2p).
+step qemu:debian:nvidia bash tests/qemu/run.sh --kernel debian --suite all --p2p nvidia
+step qemu:debug:nvidia bash tests/qemu/run.sh --kernel debug --suite all --p2p nvidia
 # The detectors themselves: a deliberately broken module must be caught.
 step qemu:selftest bash tests/qemu/run.sh --kernel debug --selftest
 step radard bash tests/radard-smoke.sh

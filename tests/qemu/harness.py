@@ -249,6 +249,7 @@ def report(args):
     common = {
         "kernel": args.kernel,
         "kernel_release": (plan or {}).get("kernel", ""),
+        "p2p": args.p2p,
         "boot_s": args.boot_s,
         "qemu_s": args.qemu_s,
     }
@@ -365,6 +366,7 @@ def main():
     c.add_argument("out")
     r = sub.add_parser("report")
     r.add_argument("--kernel", required=True)
+    r.add_argument("--p2p", default="shim", help="the nv-p2p module: shim or nvidia")
     r.add_argument("--suite", required=True)
     r.add_argument("--suites", required=True)
     r.add_argument("--console", required=True)

@@ -10,6 +10,7 @@ mod card;
 mod common;
 mod crash;
 mod duplex;
+mod neighbours;
 mod ownership;
 mod revocation;
 mod stream;
@@ -41,6 +42,17 @@ pub struct Env {
     /// The nv-p2p shim's debugfs directory (stats, registrations, revoke).
     #[arg(long, global = true, default_value = "/sys/kernel/debug/nvp2p_shim")]
     pub shim_debugfs: PathBuf,
+    /// The nv-p2p module loaded: the shim (counters, fault injection) or
+    /// NVIDIA's own nvidia-p2p (neither; harsher revocations).
+    #[arg(long, global = true, value_enum, default_value_t = P2p::Shim)]
+    pub p2p: P2p,
+}
+
+/// Which nv-p2p implementation the module runs on.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum P2p {
+    Shim,
+    Nvidia,
 }
 
 #[derive(Subcommand, Debug)]
@@ -57,6 +69,8 @@ enum Cmd {
     Badinput(badinput::Opts),
     /// Transmit while capturing: completions, bytes seen by the FPGA, capture rate kept.
     Duplex(duplex::Opts),
+    /// munmap, mprotect and fork beside a ring do not revoke it.
+    Neighbours(neighbours::Opts),
     /// Register, stream a few frames, verify, exit.
     Smoke {
         #[arg(long, default_value_t = 8)]
@@ -104,6 +118,7 @@ fn main() {
         Cmd::Crash(_) => "crash",
         Cmd::Badinput(_) => "badinput",
         Cmd::Duplex(_) => "duplex",
+        Cmd::Neighbours(_) => "neighbours",
         Cmd::Smoke { .. } => "smoke",
         Cmd::HoldOpen => "hold-open",
     };
@@ -123,6 +138,7 @@ fn main() {
             Cmd::Crash(opts) => crash::run(&cli.env, opts, o),
             Cmd::Badinput(opts) => badinput::run(&cli.env, opts, o),
             Cmd::Duplex(opts) => duplex::run(&cli.env, opts, o),
+            Cmd::Neighbours(opts) => neighbours::run(&cli.env, opts, o),
             Cmd::Smoke { frames } => smoke(&cli.env, *frames, o),
             Cmd::HoldOpen => Ok(()),
         }
