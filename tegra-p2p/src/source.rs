@@ -191,14 +191,13 @@ impl std::fmt::Debug for Frame<'_> {
 }
 
 impl<'a> Frame<'a> {
+    /// Public so that sources outside this crate (radard's replay of a
+    /// recorded file) hand out frames with the same ownership rules.
+    ///
     /// # Safety
     /// `slot` of `ring` must be owned by the application (READY) and stay
     /// unwritten until `owner.release_slot(slot)` is called.
-    pub(crate) unsafe fn new(
-        owner: &'a dyn SlotRelease,
-        ring: &RingMemory,
-        meta: FrameMeta,
-    ) -> Self {
+    pub unsafe fn new(owner: &'a dyn SlotRelease, ring: &RingMemory, meta: FrameMeta) -> Self {
         let host = ring
             .slot_ptr(meta.slot)
             .and_then(NonNull::new)

@@ -13,7 +13,8 @@
 # "@@result {json}" line on stdout. stream runs the acceptance sizes (its
 # defaults: 100000 frames of 16 KiB, then 500 frames of 4 MiB); on the debug
 # kernel (KASAN, lockdep) under TCG that takes ~260 s, lifecycle ~140 s, the
-# others 10-90 s; the limits leave room for a loaded host.
+# others 10-90 s; the limits leave room for a loaded host. radard runs the
+# appliance program itself (tests/qemu/radard/suite.sh).
 SUITES='
 stream      900 p2p-suite stream
 ownership   300 p2p-suite ownership
@@ -22,6 +23,7 @@ crash       300 p2p-suite crash
 badinput    300 p2p-suite badinput
 duplex      300 p2p-suite duplex --frames 100
 neighbours  300 p2p-suite neighbours
+radard      600 sh /etc/radard/suite.sh
 lifecycle   420 /init --lifecycle 50
 '
 # The nv-p2p module (radar.p2p=shim|nvidia on the kernel command line):

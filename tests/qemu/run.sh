@@ -21,7 +21,8 @@
 # results of nvidia runs go to target/qemu/nvidia/.
 #
 # Developer overrides: RADAR_KMOD_DIR (module source instead of kmod/),
-# RADAR_SUITE_BIN (a p2p-suite binary instead of building it),
+# RADAR_SUITE_BIN (a p2p-suite binary instead of building it), RADAR_RADARD_BIN
+# (a static radard for the radard suite instead of building it),
 # RADAR_SHARED_DIR (the test inputs instead of ../shared beside the checkout),
 # RADAR_QEMU_OUTDIR (results elsewhere than target/qemu).
 set -euo pipefail
@@ -180,6 +181,25 @@ if readelf -l "$suite_bin" 2>/dev/null | grep -q 'interpreter'; then
 	die "$suite_bin is dynamically linked; the initramfs has no libc"
 fi
 
+# radard itself, static like p2p-suite (its CUDA and NVML loading find
+# nothing in the guest), for the radard suite only.
+radard_bin=''
+if printf '%s\n' "${suites[@]}" | grep -qx radard; then
+	if [ -n "${RADAR_RADARD_BIN:-}" ]; then
+		radard_bin=$RADAR_RADARD_BIN
+	else
+		log "building radard (static, musl)"
+		(cd "$top" && cargo build --release --locked -p radard \
+			--target x86_64-unknown-linux-musl) >"$work/cargo-radard.log" 2>&1 ||
+			{ cat "$work/cargo-radard.log" >&2; die "building radard failed"; }
+		radard_bin="$top/target/x86_64-unknown-linux-musl/release/radard"
+	fi
+	[ -x "$radard_bin" ] || die "no radard binary $radard_bin"
+	if readelf -l "$radard_bin" 2>/dev/null | grep -q 'interpreter'; then
+		die "$radard_bin is dynamically linked; the initramfs has no libc"
+	fi
+fi
+
 # --- the initramfs ---------------------------------------------------------------
 root="$work/root"
 mkdir -p "$root/bin" "$root/lib/modules/radar"
@@ -187,6 +207,11 @@ cp /bin/busybox "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
 install -m 0755 "$here/guest-init.sh" "$root/init"
 cp "$suite_bin" "$root/bin/p2p-suite"
+if [ -n "$radard_bin" ]; then
+	cp "$radard_bin" "$root/bin/radard"
+	mkdir -p "$root/etc/radard"
+	cp "$here"/radard/* "$root/etc/radard/"
+fi
 cp "$p2p_ko" "$fpga_ko" "$root/lib/modules/radar/"
 if [ "$kernel" = debian ]; then
 	# Modules of Debian's kernel that ours need (none are built in), in load order.

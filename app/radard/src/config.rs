@@ -3,7 +3,7 @@
 //!
 //! ```toml
 //! [source]
-//! kind = "sim"              # sim | kmod
+//! kind = "sim"              # sim | kmod | replay
 //! device = 0                # /dev/fpga-p2p<device> (kmod)
 //! slots = 4                 # ring slots, >= 2
 //! content = "scene"         # scene (synthetic radar frames) | test-pattern
@@ -12,6 +12,8 @@
 //! scene_frames = 8          # distinct scene frames cycled by playback
 //! scene_seed = 1
 //! # scene_file = "scene.toml"   # targets; a built-in scene otherwise
+//! # replay_file = "run.raw"      # kind = "replay": a recording (docs/record-replay.md)
+//! replay_rate = "period"    # replay one frame per frame period, or "max"
 //!
 //! [backend]
 //! kind = "auto"             # auto | cuda | cpu
@@ -28,6 +30,12 @@
 //! print_every = 1           # a line per N frames; 0 = status lines only
 //! stats_json = "stats.json" # summary written at exit
 //!
+//! [telemetry]
+//! enabled = true            # GPU temperature, clock, load, throttling
+//! reader = "auto"           # auto (NVML, else Jetson sysfs) | nvml | sysfs
+//! sysfs_root = "/"          # where sys/class/... is read (tests: a fixture)
+//! interval_ms = 1000
+//!
 //! # The processing chain: [geometry], [physical], [cfar], [chain]
 //! # (see docs/processing-chain.md).
 //! ```
@@ -41,6 +49,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::rt::RtConfig;
+use crate::telemetry::TelemetryConfig;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -68,6 +77,8 @@ pub enum SourceKind {
     Sim,
     /// The `fpga_p2p` kernel module (`/dev/fpga-p2p<N>`).
     Kmod,
+    /// A recorded frame file (`source.replay_file`).
+    Replay,
 }
 
 impl FromStr for SourceKind {
@@ -76,7 +87,8 @@ impl FromStr for SourceKind {
         match s {
             "sim" => Ok(SourceKind::Sim),
             "kmod" => Ok(SourceKind::Kmod),
-            _ => Err(format!("unknown source {s:?} (sim, kmod)")),
+            "replay" => Ok(SourceKind::Replay),
+            _ => Err(format!("unknown source {s:?} (sim, kmod, replay)")),
         }
     }
 }
@@ -114,6 +126,30 @@ pub struct SourceConfig {
     pub scene_frames: u32,
     pub scene_seed: u64,
     pub scene_file: Option<PathBuf>,
+    pub replay_file: Option<PathBuf>,
+    pub replay_rate: ReplayRate,
+}
+
+/// How fast a recording is replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplayRate {
+    /// One frame per frame period (`source.chunk_period_us` x chunks).
+    #[default]
+    Period,
+    /// As fast as the loop takes frames.
+    Max,
+}
+
+impl FromStr for ReplayRate {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "period" => Ok(ReplayRate::Period),
+            "max" => Ok(ReplayRate::Max),
+            _ => Err(format!("unknown replay rate {s:?} (period, max)")),
+        }
+    }
 }
 
 impl Default for SourceConfig {
@@ -128,6 +164,8 @@ impl Default for SourceConfig {
             scene_frames: 8,
             scene_seed: 1,
             scene_file: None,
+            replay_file: None,
+            replay_rate: ReplayRate::Period,
         }
     }
 }
@@ -181,6 +219,7 @@ pub struct RadardConfig {
     pub physical: Physical,
     pub cfar: CfarConfig,
     pub chain: ChainParams,
+    pub telemetry: TelemetryConfig,
 }
 
 impl RadardConfig {
@@ -233,6 +272,15 @@ impl RadardConfig {
         self.rt.validate()?;
         self.backend_kind()?;
         let s = &self.source;
+        if s.kind == SourceKind::Replay && s.replay_file.is_none() {
+            return Err(ConfigError::Invalid {
+                key: "source.replay_file",
+                reason: "source.kind = \"replay\" needs the recording to replay".into(),
+            });
+        }
+        if let Err((key, reason)) = self.telemetry.validate() {
+            return Err(ConfigError::Invalid { key, reason });
+        }
         if s.slots < 2 {
             return Err(ConfigError::Invalid {
                 key: "source.slots",
@@ -328,6 +376,10 @@ mod tests {
                 "geometry.chunks_per_frame",
             ),
             ("[source\n", "radard.toml"),
+            ("[source]\nkind = \"replay\"", "source.replay_file"),
+            ("[source]\nreplay_rate = \"fast\"", "replay_rate"),
+            ("[telemetry]\ninterval_ms = 5", "telemetry.interval_ms"),
+            ("[telemetry]\nreader = \"ipmi\"", "reader"),
         ];
         for (text, key) in cases {
             let err = RadardConfig::parse(text, "radard.toml")

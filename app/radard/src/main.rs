@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use radar_dsp::Detections;
-use radard::config::{Content, RadardConfig, SourceKind};
+use radard::config::{Content, RadardConfig, ReplayRate, SourceKind};
 use radard::frame_loop::{self, LatencyLog, LoopContext, LoopEnd, LoopOptions};
 use radard::report::{LiveStats, LogQueue, run_printer};
-use radard::{rt, setup};
+use radard::{rt, setup, telemetry};
 use serde::Serialize;
 
 #[derive(Parser, Debug)]
@@ -24,49 +24,74 @@ use serde::Serialize;
     name = "radard",
     version,
     about = "Radar appliance: capture frames, run the processing chain every frame period, report detections",
-    after_help = "Examples:\n  radard                                  simulator, synthetic scene, 8 ms frames, best backend\n  radard --frames 500 --backend cpu      500 frames on the CPU backend, then a summary\n  radard --content test-pattern          verify every byte of every frame instead of DSP\n  radard --source kmod --device 0        frames from /dev/fpga-p2p0\n  radard --print-config                  the effective configuration as TOML\n\nExit status: 0 clean; 1 start-up or source failure; 2 bad configuration or arguments;\n3 the run completed but frames had payload errors, sequence breaks or deadline misses."
+    after_help = "Examples:\n  radard                                  simulator, synthetic scene, 8 ms frames, best backend\n  radard --frames 500 --backend cpu      500 frames on the CPU backend, then a summary\n  radard --content test-pattern          verify every byte of every frame instead of DSP\n  radard --source kmod --device 0        frames from /dev/fpga-p2p0\n  radard --print-config                  the effective configuration as TOML\n  radard record --frames 100 --output run.raw     record 100 frames (+ run.raw.meta.jsonl)\n  radard replay --input run.raw --rate max        process a recording as fast as possible\n\nExit status: 0 clean; 1 start-up or source failure; 2 bad configuration or arguments;\n3 the run completed but frames had payload errors, sequence breaks or deadline misses."
 )]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Configuration file (TOML); every key has a default.
-    #[arg(short, long)]
+    #[arg(short, long, global = true)]
     config: Option<PathBuf>,
-    /// Frame source: sim (userspace FPGA simulator) or kmod (the fpga_p2p module).
-    #[arg(long)]
+    /// Frame source: sim (userspace FPGA simulator) or kmod (the fpga_p2p module);
+    /// for a recording, `radard replay`.
+    #[arg(long, global = true)]
     source: Option<SourceKind>,
     /// Device index for --source kmod (/dev/fpga-p2p<N>).
-    #[arg(long)]
+    #[arg(long, global = true)]
     device: Option<u32>,
     /// Processing backend: auto, cuda or cpu.
-    #[arg(long)]
+    #[arg(long, global = true)]
     backend: Option<String>,
     /// Process whole frames only: no chunk events, no chunk-streamed work
     /// (backend.stream_chunks = false).
-    #[arg(long)]
+    #[arg(long, global = true)]
     whole_frames: bool,
     /// What the FPGA sends: scene (synthetic radar frames) or test-pattern.
-    #[arg(long)]
+    #[arg(long, global = true)]
     content: Option<Content>,
     /// Stop after this many frames (default: run until SIGINT/SIGTERM).
-    #[arg(short = 'n', long)]
+    #[arg(short = 'n', long, global = true)]
     frames: Option<u64>,
     /// Chunk period in microseconds (16 chunks per frame; 0 = as fast as possible, simulator only).
-    #[arg(long)]
+    #[arg(long, global = true)]
     chunk_period_us: Option<u32>,
     /// Print a frame line every N frames (0: status lines only).
-    #[arg(long)]
+    #[arg(long, global = true)]
     print_every: Option<u32>,
     /// Write the run's summary as JSON to this file at exit.
-    #[arg(long)]
+    #[arg(long, global = true)]
     stats_json: Option<PathBuf>,
     /// Refuse to run without real-time scheduling, locked memory and affinity.
-    #[arg(long)]
+    #[arg(long, global = true)]
     strict_rt: bool,
     /// Skip the real-time set-up (development).
-    #[arg(long)]
+    #[arg(long, global = true)]
     no_rt: bool,
     /// Print the effective configuration as TOML and exit.
-    #[arg(long)]
+    #[arg(long, global = true)]
     print_config: bool,
+}
+
+/// Besides running (no subcommand): recording frames and replaying them.
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Write --frames N frames from the source (options as for a run) to a
+    /// raw frame file and its metadata sidecar FILE.meta.jsonl.
+    Record {
+        /// The frame file to write.
+        #[arg(long)]
+        output: PathBuf,
+    },
+    /// Run the loop, backend and outputs over a recorded frame file (or a
+    /// `radar-dsp scene` file) instead of a live source.
+    Replay {
+        /// The frame file (its sidecar FILE.meta.jsonl is used when present).
+        #[arg(long)]
+        input: PathBuf,
+        /// period: one frame per frame period; max: as fast as possible.
+        #[arg(long, default_value = "period")]
+        rate: ReplayRate,
+    },
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -107,6 +132,8 @@ struct Summary {
     frame_period_ms: Option<f64>,
     latency_ms: Percentiles,
     source_counters: Option<SourceCounters>,
+    /// The last GPU telemetry sample (None: off, or none taken).
+    telemetry: Option<telemetry::Sample>,
 }
 
 #[derive(Serialize, Default)]
@@ -158,6 +185,16 @@ fn load_config(cli: &Cli) -> Result<RadardConfig, String> {
     if let Some(s) = cli.source {
         cfg.source.kind = s;
     }
+    if let Some(Command::Replay { input, rate }) = &cli.command {
+        if cli.source.is_some() {
+            return Err(
+                "radard replay: --source does not apply: the frames come from --input".into(),
+            );
+        }
+        cfg.source.kind = SourceKind::Replay;
+        cfg.source.replay_file = Some(input.clone());
+        cfg.source.replay_rate = *rate;
+    }
     if let Some(d) = cli.device {
         cfg.source.device = d;
     }
@@ -207,11 +244,40 @@ fn main() -> ExitCode {
             }
         }
     }
+    if let Some(Command::Record { output }) = &cli.command {
+        return record(&cli, &cfg, output);
+    }
     match run(&cli, &cfg) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(3),
         Err(e) => {
             eprintln!("radard: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `radard record`: no processing, the frames into a file.
+fn record(cli: &Cli, cfg: &RadardConfig, output: &std::path::Path) -> ExitCode {
+    let Some(frames) = cli.frames else {
+        eprintln!("radard record: --frames N is required (how many frames to record)");
+        return ExitCode::from(2);
+    };
+    install_signal_handlers();
+    let mut note = |n: &str| println!("radard: {n}");
+    match radard::record::record(cfg, frames, output, &STOP, &mut note) {
+        Ok(r) => {
+            println!(
+                "radard: recorded {} frames to {} (dropped at source {}, short {})",
+                r.frames,
+                output.display(),
+                r.dropped_at_source,
+                r.short_frames
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("radard: record: {e}");
             ExitCode::FAILURE
         }
     }
@@ -265,10 +331,15 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
         }
     }
 
+    // A replay ends with its recording.
+    let max_frames = match &source {
+        setup::Source::Replay(r) => Some(cli.frames.map_or(r.frames(), |n| n.min(r.frames()))),
+        _ => cli.frames,
+    };
     let opts = LoopOptions {
         content: cfg.source.content,
         deadline: cfg.frame_period(),
-        max_frames: cli.frames,
+        max_frames,
         warmup_frames: 4,
         print_every: cfg.output.print_every,
         slots_prepared,
@@ -301,7 +372,28 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
             )),
     );
 
+    let telemetry_stop = AtomicBool::new(false);
+    let telemetry_reader = cfg.telemetry.enabled.then(|| {
+        let (reader, line) = telemetry::open_reader(&cfg.telemetry);
+        println!("radard: {line}");
+        reader
+    });
+    if !cfg.telemetry.enabled {
+        println!("radard: telemetry: off (telemetry.enabled = false)");
+    }
     let result = std::thread::scope(|scope| {
+        if let Some(mut reader) = telemetry_reader {
+            let (cell, stop) = (&live.telemetry, &telemetry_stop);
+            let interval = Duration::from_millis(u64::from(cfg.telemetry.interval_ms));
+            let spawned = std::thread::Builder::new()
+                .name("telemetry".into())
+                .spawn_scoped(scope, move || {
+                    telemetry::run(reader.as_mut(), cell, interval, stop)
+                });
+            if let Err(e) = spawned {
+                println!("radard: telemetry: no thread ({e}); running without");
+            }
+        }
         let printer = scope.spawn(|| {
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
@@ -320,6 +412,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
             .map(|s| s.backend.as_mut() as &mut dyn radar_dsp::Backend);
         let r = frame_loop::run(source.as_dyn(), backend, &mut dets, &opts, &mut ctx);
         done.store(true, Ordering::Release);
+        telemetry_stop.store(true, Ordering::Relaxed);
         let _ = printer.join();
         r
     });
@@ -363,6 +456,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<bool, String> {
             event_overflows: c.event_overflows,
             dma_timeouts: c.dma_timeouts,
         }),
+        telemetry: live.telemetry.latest(),
     };
     print_summary(&summary);
     if let Some(path) = &cfg.output.stats_json {
@@ -425,5 +519,8 @@ fn print_summary(s: &Summary) {
             c.event_overflows,
             c.dma_timeouts
         );
+    }
+    if let Some(t) = &s.telemetry {
+        let _ = writeln!(out, "summary: telemetry {t}");
     }
 }

@@ -72,6 +72,8 @@ pub struct LiveStats {
     pub records_lost: AtomicU64,
     pub max_latency_ns: AtomicU64,
     pub last_latency_ns: AtomicU64,
+    /// The latest GPU telemetry sample (written by the telemetry thread).
+    pub telemetry: crate::telemetry::TelemetryCell,
 }
 
 impl LiveStats {
@@ -164,6 +166,9 @@ pub fn run_printer(
                 LiveStats::get(&live.max_latency_ns) as f64 / 1e6,
                 LiveStats::get(&live.records_lost),
             );
+            if let Some(t) = live.telemetry.latest() {
+                let _ = writeln!(out, "status {t}");
+            }
             next_status += status_every;
         }
         let _ = out.flush();

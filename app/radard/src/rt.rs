@@ -84,9 +84,10 @@ pub fn apply(cfg: &RtConfig) -> Result<RtReport, RtError> {
 pub fn apply_scheduling(cfg: &RtConfig, rep: &mut RtReport) -> Result<(), RtError> {
     cfg.validate()?;
     if cfg.priority > 0 {
-        let param = libc::sched_param {
-            sched_priority: cfg.priority,
-        };
+        // SAFETY: sched_param is plain integers, all-zero is valid (musl's
+        // has more fields than glibc's, so no struct literal).
+        let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+        param.sched_priority = cfg.priority;
         // SAFETY: param is a valid sched_param for the call's duration.
         let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
         note(

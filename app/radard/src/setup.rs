@@ -20,6 +20,8 @@ pub enum SetupError {
     Source(#[from] tegra_p2p::Error),
     #[error("processing chain: {0}")]
     Dsp(#[from] DspError),
+    #[error("recording: {0}")]
+    Recording(#[from] crate::recording::RecordingError),
     #[error("{0}")]
     Other(String),
 }
@@ -28,6 +30,8 @@ pub enum SetupError {
 pub enum Source {
     Sim(SimSource),
     Kmod(KmodSource),
+    /// A recorded frame file (`radard replay`).
+    Replay(crate::replay::ReplaySource),
 }
 
 impl Source {
@@ -35,6 +39,7 @@ impl Source {
         match self {
             Source::Sim(s) => s,
             Source::Kmod(k) => k,
+            Source::Replay(r) => r,
         }
     }
 
@@ -42,6 +47,7 @@ impl Source {
         match self {
             Source::Sim(s) => s,
             Source::Kmod(k) => k,
+            Source::Replay(r) => r,
         }
     }
 }
@@ -71,6 +77,11 @@ pub fn open_source(cfg: &RadardConfig) -> Result<(Source, Vec<String>), SetupErr
         SourceKind::Kmod => {
             Source::Kmod(KmodSource::open(cfg.source.device, ring, g.chunk_bytes())?)
         }
+        SourceKind::Replay => {
+            let (replay, note) = crate::replay::open(cfg, ring)?;
+            notes.push(note);
+            Source::Replay(replay)
+        }
     };
     notes.push(format!(
         "source: {} ({} chunks of {} KiB per frame)",
@@ -98,6 +109,12 @@ pub fn builtin_scene() -> Scene {
 /// Generates the scene frames and uploads them to the FPGA's playback memory
 /// (the simulator's, or the card's over the transmit channel).
 pub fn load_scene(cfg: &RadardConfig, source: &mut Source) -> Result<String, SetupError> {
+    if let Source::Replay(r) = source {
+        return Ok(format!(
+            "scene: none uploaded, the frames come from the recording ({} frames)",
+            r.frames()
+        ));
+    }
     let scene = match &cfg.source.scene_file {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| {
@@ -118,6 +135,7 @@ pub fn load_scene(cfg: &RadardConfig, source: &mut Source) -> Result<String, Set
                 sim.load_playback(i, &buf)?;
             }
         }
+        Source::Replay(_) => {}
         Source::Kmod(k) => {
             let tx = RingMemory::new(&RingConfig::new(1, generator.frame_bytes()))?;
             k.attach_tx(tx)?;

@@ -15,15 +15,10 @@ const BAR_LEN: usize = 0x20000;
 const ID: usize = 0x000;
 const ID_VALUE: u32 = 0x5445_5354;
 const STAT0: usize = 0x100;
-#[allow(dead_code)]
 const DET_LEVEL: usize = 0x800;
-#[allow(dead_code)]
 const DET_BYTES: usize = 0x804;
-#[allow(dead_code)]
 const DET_TAG: usize = 0x808;
-#[allow(dead_code)]
 const DET_POP: usize = 0x80c;
-#[allow(dead_code)]
 const DET_DATA: usize = 0x10000;
 
 /// Fault injection registers (RW; 0 turns a fault off).
@@ -80,6 +75,7 @@ const STATS: &[&str] = &[
     "det_overflows",
     "bus_master",
     "meta_late",
+    "det_records",
 ];
 
 /// The mapped test port of one emulated card.
@@ -189,10 +185,9 @@ impl Card {
         Ok(u64::from(self.rd(STAT0 + 4 * i)))
     }
 
-    /// The oldest detection packet the card received (target 0): its tag
-    /// word and bytes (at most 64 KiB kept), removed from the card's list.
-    #[allow(dead_code)] // for suites that check what radard transmitted
-    pub fn pop_detections(&self) -> Option<(u32, Vec<u8>)> {
+    /// The oldest detection packet the card still keeps (target 0; it
+    /// keeps the newest 16): its tag word and bytes, left in the list.
+    fn peek_detections(&self) -> Option<(u32, Vec<u8>)> {
         if self.rd(DET_LEVEL) == 0 {
             return None;
         }
@@ -202,8 +197,16 @@ impl Card {
             v.extend_from_slice(&self.rd(DET_DATA + 4 * w).to_le_bytes());
         }
         v.truncate(n);
-        self.wr(DET_POP, 1);
         Some((tag, v))
+    }
+
+    /// The last detection record the card received (the older ones it
+    /// keeps are dropped from its list), or None when it has none.
+    pub fn last_detections(&self) -> Option<(u32, Vec<u8>)> {
+        while self.rd(DET_LEVEL) > 1 {
+            self.wr(DET_POP, 1);
+        }
+        self.peek_detections()
     }
 }
 
@@ -212,4 +215,25 @@ impl Drop for Card {
         // SAFETY: the mapping made in map(), unmapped once.
         unsafe { libc::munmap(self.base.cast(), BAR_LEN) };
     }
+}
+
+/// `p2p-suite card-detections [--out FILE]`: what the emulated card's
+/// detection output (the FPGA's link to the vehicle) received: the count of
+/// whole records and the last record, written to FILE byte for byte.
+pub fn detections(out_file: Option<&Path>, out: &mut crate::common::Outcome) -> Check {
+    let card = Card::find()?.ok_or("no emulated card (its test port keeps the detection records)")?;
+    let records = card.stat("det_records")?;
+    out.note("detection_records", records);
+    let Some((tag, bytes)) = card.last_detections() else {
+        out.note("detection_last_bytes", 0);
+        out.detail = format!("{records} detection records, none kept");
+        return Ok(());
+    };
+    out.note("detection_last_bytes", bytes.len());
+    out.note("detection_last_tag", tag);
+    if let Some(f) = out_file {
+        std::fs::write(f, &bytes).ctx(&f.display().to_string())?;
+    }
+    out.detail = format!("{records} detection records, the last {} bytes", bytes.len());
+    Ok(())
 }

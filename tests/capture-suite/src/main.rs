@@ -78,6 +78,12 @@ enum Cmd {
     },
     /// Open the device and sleep until killed.
     HoldOpen,
+    /// The emulated card's received detection records: count, and the last
+    /// one's bytes into --out (the radard suite decodes them).
+    CardDetections {
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn smoke(env: &Env, frames: u64, out: &mut Outcome) -> Check {
@@ -121,6 +127,7 @@ fn main() {
         Cmd::Neighbours(_) => "neighbours",
         Cmd::Smoke { .. } => "smoke",
         Cmd::HoldOpen => "hold-open",
+        Cmd::CardDetections { .. } => "card-detections",
     };
     let mut out = Outcome {
         suite: name.to_string(),
@@ -141,6 +148,7 @@ fn main() {
             Cmd::Neighbours(opts) => neighbours::run(&cli.env, opts, o),
             Cmd::Smoke { frames } => smoke(&cli.env, *frames, o),
             Cmd::HoldOpen => Ok(()),
+            Cmd::CardDetections { out } => card::detections(out.as_deref(), o),
         }
     }));
     let result = match r {

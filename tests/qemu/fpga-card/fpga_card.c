@@ -1118,18 +1118,29 @@ static void fc_c2h_timer(void *opaque)
     timer_mod(s->c2h_timer, fc_now());
 }
 
-/* The detection packet just received, for tests (test port). */
+/*
+ * The detection packet just received, for tests (test port): the card keeps
+ * the newest FC_TEST_DET_DEPTH (an overflow drops the oldest, counted) so
+ * that the last record is always there to read. A packet larger than the
+ * card's detection list memory is an h2c error, as on the card.
+ */
 static void fc_det_push(FpgaCard *s)
 {
     FcDet *d;
 
+    if (s->pkt_got > FC_TEST_DET_MAX) {
+        s->h2c_errors++;
+        return;
+    }
+    s->st[FC_ST_DET_RECORDS]++;
     if (s->det_count == FC_TEST_DET_DEPTH) {
         s->st[FC_ST_DET_OVERFLOWS]++;
-        return;
+        s->det_head = (s->det_head + 1) % FC_TEST_DET_DEPTH;
+        s->det_count--;
     }
     d = &s->det[(s->det_head + s->det_count) % FC_TEST_DET_DEPTH];
     d->tag = s->pkt_tag;
-    d->bytes = MIN(s->pkt_got, FC_TEST_DET_MAX);
+    d->bytes = s->pkt_got;
     if (!d->data) {
         d->data = g_malloc0(FC_TEST_DET_MAX);
     }

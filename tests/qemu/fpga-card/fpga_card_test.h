@@ -54,13 +54,17 @@ enum {
     FC_ST_HALTS,                /* channel halts (errors) */
     FC_ST_DMA_ERRORS,           /* DMA the bus/IOMMU refused */
     FC_ST_STUCK_WRITES,         /* writes of a stuck engine */
-    FC_ST_DET_OVERFLOWS,        /* detection packets not kept */
+    FC_ST_DET_OVERFLOWS,        /* oldest detection packets dropped */
     FC_ST_BUS_MASTER,           /* 1 while bus mastering is on */
     FC_ST_META_LATE,            /* metadata pushed after the last descriptor */
+    FC_ST_DET_RECORDS,          /* detection packets received whole */
     FC_TEST_STATS
 };
 
-/* Detection packets (H2C target 0) the card received, oldest first. */
+/*
+ * Detection packets (H2C target 0) the card received: the newest
+ * FC_TEST_DET_DEPTH, oldest first.
+ */
 #define FC_TEST_DET_DEPTH       16
 #define FC_TEST_DET_MAX         0x10000 /* bytes kept per packet */
 #define FC_TEST_DET_LEVEL       0x800   /* RO packets kept */

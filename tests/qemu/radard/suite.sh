@@ -1,0 +1,141 @@
+#!/bin/sh
+# The radard suite of the QEMU harness (guest side; tests/qemu/guest-init.sh
+# runs it with fpga_p2p and nvp2p_shim freshly loaded): radard itself, built
+# static, on the kernel module and the FPGA model.
+#
+# 1. Each scene (scene-*.toml here): radard --source kmod --backend cpu
+#    uploads the scene's frames through the transmit path to the model's
+#    playback memory, the model plays them back through the capture path,
+#    and every frame line must report every target of the scene
+#    (targets.awk); the run ends at its frame limit with no sequence or
+#    payload error.
+# 2. Revocation mid-run (nvp2p_shim's revoke knob): radard ends with exit
+#    status 1 and "ring memory was revoked".
+# 3. SIGKILL mid-run; afterwards a new radard run on the same device works.
+# The harness then unloads the modules (nothing may hold them) and counts
+# kernel reports on the console (lockdep, KASAN, DMA-API, kmemleak).
+#
+# Prints one "@@result {json}" line; logs on stderr.
+D=${RADARD_SUITE_DIR:-/etc/radard}
+OUT=/tmp/radard-suite
+FRAMES=${RADARD_SUITE_FRAMES:-100}
+REVOKE=/sys/kernel/debug/nvp2p_shim/revoke
+mkdir -p "$OUT"
+fail='' details=''
+frames_verified=0 revocations=0 kill_cycles=0
+
+log() { echo "radard-suite: $*" >&2; }
+failed() { log "FAIL: $*"; fail="${fail:+$fail; }$*"; }
+passed() { log "ok: $*"; details="${details:+$details; }$*"; }
+# wait_for CONDITION SECONDS
+wait_for() {
+	n=$(($2 * 10))
+	while [ "$n" -gt 0 ]; do
+		eval "$1" && return 0
+		usleep 100000
+		n=$((n - 1))
+	done
+	return 1
+}
+# The configuration for scene $1: radard.toml with the scene file.
+config_for() {
+	awk -v f="$D/scene-$1.toml" '{ print } /^\[source\]/ { print "scene_file = \"" f "\"" }' \
+		"$D/radard.toml" >"$OUT/$1.toml"
+}
+json_count() { # FILE KEY: a top-level count of radard's --stats-json
+	sed -n "s/^  \"$2\": \\([0-9]*\\),*\$/\\1/p" "$1"
+}
+# A finished run: exit 0, or 3 when deadlines were missed (TCG is slow) but
+# no frame had a sequence or payload error.
+run_ok() { # NAME RC LOG
+	case $2 in
+	0) return 0 ;;
+	3) grep -q 'payload_errors=0 sequence_errors=0' "$3" && return 0 ;;
+	esac
+	failed "$1: radard exit status $2: $(grep -v '^frame ' "$3" | tail -n 3 | tr '\n' ' ')"
+	return 1
+}
+
+scene_run() { # SCENE FRAMES
+	s=$1
+	config_for "$s"
+	radard --config "$OUT/$s.toml" --frames "$2" --no-rt --stats-json "$OUT/$s.json" \
+		>"$OUT/$s.log" 2>&1
+	rc=$?
+	grep -v '^frame ' "$OUT/$s.log" | sed "s/^/[$s] /" >&2
+	run_ok "scene $s" "$rc" "$OUT/$s.log" || return 1
+	if ! grep -q "summary: frame limit reached ($2 frames)" "$OUT/$s.log"; then
+		failed "scene $s: did not run $2 frames"
+		return 1
+	fi
+	if check=$(awk -f "$D/targets.awk" -v scene="$D/scene-$s.toml" "$OUT/$s.log" 2>&1); then
+		n=$(echo "$check" | sed -n 's/^frames=\([0-9]*\).*/\1/p')
+		frames_verified=$((frames_verified + n))
+		misses=$(json_count "$OUT/$s.json" deadline_misses)
+		drops=$(json_count "$OUT/$s.json" dropped_at_source)
+		passed "scene $s: $check (deadline misses ${misses:-?}, dropped at source ${drops:-?})"
+	else
+		failed "scene $s: $(echo "$check" | head -n 3 | tr '\n' ' ')"
+		return 1
+	fi
+}
+
+# radard in the background until frame $2 is printed; sets $pid.
+start_bg() { # NAME FIRST-FRAMES
+	radard --config "$OUT/a.toml" --no-rt >"$OUT/$1.log" 2>&1 &
+	pid=$!
+	wait_for "grep -q '^frame seq=$2 ' $OUT/$1.log" 120 && return 0
+	failed "$1: no frame $2 within 120 s: $(tail -n 3 "$OUT/$1.log" | tr '\n' ' ')"
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	return 1
+}
+
+for scene in "$D"/scene-*.toml; do
+	s=${scene##*/scene-}
+	scene_run "${s%.toml}" "$FRAMES"
+done
+
+# Revocation while streaming.
+if [ ! -w "$REVOKE" ]; then
+	failed "revocation: no $REVOKE (the shim's knob) to revoke radard's ring with"
+elif start_bg revoke 10; then
+	echo "$pid" >"$REVOKE"
+	if wait_for "! kill -0 $pid 2>/dev/null" 30; then
+		wait "$pid"
+		rc=$?
+		msg=$(grep 'radard: ' "$OUT/revoke.log" | tail -n 1)
+		if [ "$rc" -eq 1 ] && grep -q 'ring memory was revoked; capture stopped' "$OUT/revoke.log"; then
+			revocations=1
+			passed "revocation: exit 1, '$msg'"
+		else
+			failed "revocation: exit status $rc, last message '$msg'"
+		fi
+	else
+		failed "revocation: radard still running 30 s after the revocation"
+		kill -KILL "$pid"
+		wait "$pid" 2>/dev/null
+	fi
+fi
+
+# SIGKILL while streaming, then the device again.
+if start_bg kill 10; then
+	kill -KILL "$pid"
+	wait "$pid"
+	rc=$?
+	if [ "$rc" -ne 137 ]; then
+		failed "kill: exit status $rc, expected 137"
+	elif scene_run a 20; then
+		kill_cycles=1
+		passed "SIGKILL mid-run, then 20 frames on the same device"
+	else
+		failed "kill: the device did not work after a killed radard"
+	fi
+fi
+
+ok=true
+[ -n "$fail" ] && ok=false
+detail=${fail:-$details}
+detail=$(printf '%s' "$detail" | tr '\n"\\' '   ' | cut -c1-600)
+echo "@@result {\"suite\":\"radard\",\"passed\":$ok,\"frames_verified\":$frames_verified,\"revocations\":$revocations,\"kill_cycles\":$kill_cycles,\"detail\":\"$detail\"}"
+[ "$ok" = true ]
