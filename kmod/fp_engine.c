@@ -106,6 +106,7 @@ void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c)
 	c->event_overflows = atomic64_read(&k->event_overflows);
 	c->dma_timeouts = atomic64_read(&k->dma_timeouts);
 	c->lost_irqs = atomic64_read(&k->lost_irqs);
+	c->quarantined = atomic64_read(&k->quarantined);
 
 	/* Drops are counted by the FPGA, per stream: add the running one. */
 	mutex_lock(&fdev->hw_lock);
@@ -191,13 +192,19 @@ static void fp_stream_off(struct fp_dev *fdev)
 	fdev->streaming = false;
 }
 
-/* Source off, both channels stopped, their interrupts off. hw_lock held. */
-static void fp_quiesce(struct fp_dev *fdev)
+/*
+ * Source off, both channels stopped, their interrupts off. Returns 0 when
+ * both channels were seen idle. hw_lock held.
+ */
+static int fp_quiesce(struct fp_dev *fdev)
 {
+	int c2h, h2c;
+
 	fp_stream_off(fdev);
-	fp_chan_stop(fdev, FP_C2H);
-	fp_chan_stop(fdev, FP_H2C);
+	c2h = fp_chan_stop(fdev, FP_C2H);
+	h2c = fp_chan_stop(fdev, FP_H2C);
 	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1C), FP_IRQ_H2C0 | FP_IRQ_C2H0);
+	return c2h ? c2h : h2c;
 }
 
 int fp_hw_init(struct fp_dev *fdev)
@@ -216,6 +223,7 @@ int fp_hw_init(struct fp_dev *fdev)
 		{ XDMA_TGT_SGDMA_COMMON, 6, false },
 	};
 	unsigned int i;
+	int ret;
 	u32 v;
 
 	v = fp_urd(fdev, FP_UB_ID);
@@ -253,9 +261,18 @@ int fp_hw_init(struct fp_dev *fdev)
 		return -ENODEV;
 	}
 
+	/*
+	 * Bus mastering is still off: an engine that a previous driver or
+	 * boot left running must be seen idle before probe turns it on, or it
+	 * would write to addresses nobody maps any more.
+	 */
 	mutex_lock(&fdev->hw_lock);
-	fp_quiesce(fdev);
+	ret = fp_quiesce(fdev);
 	mutex_unlock(&fdev->hw_lock);
+	if (ret) {
+		dev_err(fdev->dev, "the DMA engine does not stop: not enabling it\n");
+		return -EIO;
+	}
 	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_USER_EN), 0);
 	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_VEC(0)), 0);	/* all on vector 0 */
 	fp_xwr(fdev, FP_SGC(XDMA_SGC_CREDIT_MODE_W1S),
@@ -263,16 +280,20 @@ int fp_hw_init(struct fp_dev *fdev)
 	return 0;
 }
 
-void fp_hw_shutdown(struct fp_dev *fdev)
+/* Quiesce for good; 0 when both channels were seen idle. */
+int fp_hw_shutdown(struct fp_dev *fdev)
 {
+	int ret = 0;
+
 	mutex_lock(&fdev->hw_lock);
 	if (!fdev->hw_gone) {
-		fp_quiesce(fdev);
+		ret = fp_quiesce(fdev);
 		WRITE_ONCE(fdev->hw_gone, true);
 	}
 	mutex_unlock(&fdev->hw_lock);
 	/* It re-arms only while !hw_gone. */
 	del_timer_sync(&fdev->watchdog);
+	return ret;
 }
 
 static void fp_attach(struct fp_ring *ring)

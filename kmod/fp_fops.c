@@ -414,7 +414,12 @@ static int fp_ioctl_wait(struct fp_file *fp, struct fpga_p2p_wait __user *arg)
 		return -EINVAL;
 	if (w.release_slot != FPGA_P2P_NO_SLOT) {
 		ret = fp_release_one(fp, w.release_handle, w.release_slot);
-		if (ret)
+		/*
+		 * A revoked or faulted ring refuses the release with EIO: the
+		 * event that says why is still queued and is what the caller
+		 * must get (it would never see it otherwise).
+		 */
+		if (ret && ret != -EIO)
 			return ret;
 	}
 	n = fp_events_get(fp, &arg->event, 1, false,

@@ -43,6 +43,7 @@ static struct device_attribute fp_counter_attr[] = {
 	FP_COUNTER(event_overflows),
 	FP_COUNTER(dma_timeouts),
 	FP_COUNTER(lost_irqs),
+	FP_COUNTER(quarantined),
 };
 
 static ssize_t fp_counter_show(struct device *d, struct device_attribute *a,
@@ -100,6 +101,8 @@ static struct fp_dev *fp_dev_create(struct pci_dev *pdev,
 	mutex_init(&fdev->lock);
 	mutex_init(&fdev->hw_lock);
 	spin_lock_init(&fdev->irq_lock);
+	spin_lock_init(&fdev->quarantine_lock);
+	INIT_LIST_HEAD(&fdev->quarantine);
 	INIT_LIST_HEAD(&fdev->files);
 	init_waitqueue_head(&fdev->build_wq);
 	fp_watchdog_init(fdev);
@@ -160,7 +163,7 @@ static void fp_dev_destroy(struct fp_dev *fdev)
 {
 	struct fp_ring *rings[FP_DIRS] = { };
 	struct fp_file *fp;
-	bool building;
+	bool building, quiet;
 	int d;
 
 	/* No new opens (misc_deregister waits for opens under way)... */
@@ -200,8 +203,9 @@ static void fp_dev_destroy(struct fp_dev *fdev)
 		fp_ring_put(rings[d]);
 	}
 
-	fp_hw_shutdown(fdev);
+	quiet = !fp_hw_shutdown(fdev);
 	free_irq(fdev->irq, fdev);
+	fp_ring_reap_quarantine(fdev, quiet);
 
 	mutex_lock(&fdev->lock);
 	list_for_each_entry(fp, &fdev->files, node)

@@ -118,8 +118,18 @@ static void fp_ring_teardown(struct fp_ring *ring, enum fp_ring_state final,
 		/* Removal gave up on us: the device may be gone; keep all. */
 		if (!fault)
 			fault = FPGA_P2P_FAULT_DEVICE_GONE;
-	} else if (fp_engine_stop(ring) == -ETIMEDOUT) {
+	} else if (fp_engine_stop(ring)) {
+		/*
+		 * Not stopped in time, or its status read all ones while the
+		 * PCI core does not call it gone: it may still write. Parked
+		 * until removal sees the engine quiet.
+		 */
 		ring->quarantined = true;
+		atomic64_inc(&fdev->cnt.quarantined);
+		kref_get(&ring->ref);
+		spin_lock_irqsave(&fdev->quarantine_lock, flags);
+		list_add_tail(&ring->qnode, &fdev->quarantine);
+		spin_unlock_irqrestore(&fdev->quarantine_lock, flags);
 		dev_crit(fdev->dev,
 			 "DMA engine did not stop: ring %u memory quarantined (pinned for ever)\n",
 			 ring->handle);
@@ -208,6 +218,8 @@ void fp_ring_abandon(struct fp_ring *ring, const char *what)
 
 	spin_lock_irqsave(&ring->lock, flags);
 	if (!ring->abandoned) {
+		if (!ring->quarantined)
+			atomic64_inc(&ring->fdev->cnt.quarantined);
 		ring->abandoned = true;
 		ring->quarantined = true;
 		kref_get(&ring->ref);
@@ -295,6 +307,74 @@ static void fp_pt_bury(struct nvidia_p2p_page_table *pt)
 	spin_unlock(&fp_pt_graves_lock);
 }
 
+/* The page-table struct of a ring whose pages are given back. */
+static void fp_pt_free(struct nvidia_p2p_page_table *pt, enum fp_cb_cause cause)
+{
+	if (cause == FP_CB_INVALIDATE) {
+		/*
+		 * NVIDIA's module calls mmu_notifier_put() on an invalidation:
+		 * the notifier core frees the embedded notifier later
+		 * (call_srcu), reading the struct.
+		 */
+		fp_pt_bury(pt);
+		return;
+	}
+	/*
+	 * put_pages (mmu_notifier_unregister) or process exit (the notifier
+	 * unhooked in exit_mmap): the core may still walk its list through
+	 * the embedded notifier.
+	 */
+	if (cause == FP_CB_EXIT)
+		mmu_notifier_synchronize();
+	kfree(pt);
+}
+
+/*
+ * Device removal, after the final quiesce: when it saw both channels idle,
+ * no engine touches the parked rings' memory any more, so the rings that
+ * their owners destroyed give back their descriptors, mapping and pages.
+ * Otherwise (or a ring whose file is still open) they stay for ever.
+ */
+void fp_ring_reap_quarantine(struct fp_dev *fdev, bool engine_quiet)
+{
+	struct fp_ring *ring, *tmp;
+	unsigned long flags;
+	LIST_HEAD(reap);
+	u32 kept = 0;
+
+	spin_lock_irqsave(&fdev->quarantine_lock, flags);
+	list_for_each_entry_safe(ring, tmp, &fdev->quarantine, qnode) {
+		if (engine_quiet && ring->destroyed && !ring->abandoned) {
+			list_move_tail(&ring->qnode, &reap);
+		} else {
+			/* Outlives the device that listed it. */
+			kmemleak_not_leak(ring);
+			kept++;
+		}
+	}
+	spin_unlock_irqrestore(&fdev->quarantine_lock, flags);
+
+	list_for_each_entry_safe(ring, tmp, &reap, qnode) {
+		list_del(&ring->qnode);
+		dev_info(fdev->dev, "ring %u: the engine is quiet: quarantined memory freed\n",
+			 ring->handle);
+		ring->quarantined = false;
+		fp_ring_free_dma(ring);
+		if (ring->map) {
+			nvidia_p2p_free_dma_mapping(ring->map);
+			ring->map = NULL;
+		}
+		if (ring->pt) {
+			nvidia_p2p_free_page_table(ring->pt);
+			fp_pt_free(ring->pt, ring->cb_cause);
+			ring->pt = NULL;
+		}
+		fp_ring_put(ring);
+	}
+	if (kept)
+		dev_crit(fdev->dev, "%u quarantined ring(s) kept for ever\n", kept);
+}
+
 /* Module unload: no ring is left, so no callback can bury another. */
 void fp_ring_free_buried(void)
 {
@@ -329,28 +409,17 @@ void fp_ring_destroy(struct fp_ring *ring)
 	spin_lock_irqsave(&ring->lock, flags);
 	cause = ring->cb_cause;
 	spin_unlock_irqrestore(&ring->lock, flags);
+	spin_lock_irqsave(&fdev->quarantine_lock, flags);
+	ring->destroyed = true;
+	spin_unlock_irqrestore(&fdev->quarantine_lock, flags);
 	if (ring->pt) {
 		if (ring->quarantined) {
-			/* It still holds the pinned pages. */
+			/* It still holds the pinned pages (reaped or kept). */
 			kmemleak_not_leak(ring->pt);
-		} else if (cause == FP_CB_INVALIDATE) {
-			/*
-			 * NVIDIA's module calls mmu_notifier_put() on an
-			 * invalidation: the notifier core frees the embedded
-			 * notifier later (call_srcu), reading the struct.
-			 */
-			fp_pt_bury(ring->pt);
 		} else {
-			/*
-			 * put_pages (mmu_notifier_unregister) or process exit
-			 * (the notifier unhooked in exit_mmap): the core may
-			 * still walk its list through the embedded notifier.
-			 */
-			if (cause == FP_CB_EXIT)
-				mmu_notifier_synchronize();
-			kfree(ring->pt);
+			fp_pt_free(ring->pt, cause);
+			ring->pt = NULL;
 		}
-		ring->pt = NULL;
 	}
 	if (ring->handle)
 		fp_events_purge(ring->fp, ring->handle);

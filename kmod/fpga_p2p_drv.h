@@ -140,6 +140,7 @@ struct fp_counters {
 	atomic64_t event_overflows;
 	atomic64_t dma_timeouts;
 	atomic64_t lost_irqs;
+	atomic64_t quarantined;
 };
 
 struct fp_dev {
@@ -170,6 +171,13 @@ struct fp_dev {
 
 	spinlock_t irq_lock;		/* active[] for the IRQ handler */
 	struct fp_ring *active[FP_DIRS];
+
+	/*
+	 * Rings whose engine did not stop: their descriptors, mapping and
+	 * pinned pages are kept until removal finds the engine quiet.
+	 */
+	spinlock_t quarantine_lock;
+	struct list_head quarantine;
 
 	struct fp_counters cnt;
 
@@ -227,6 +235,8 @@ struct fp_ring {
 	bool teardown_claimed;
 	bool quarantined;		/* engine did not stop: DMA memory kept */
 	bool abandoned;			/* a teardown wait gave up: kept for ever */
+	bool destroyed;			/* fp_ring_destroy() ran (quarantine_lock) */
+	struct list_head qnode;		/* on fdev->quarantine while parked */
 	struct completion torn_down;
 
 	/*
@@ -372,7 +382,7 @@ int fp_evq_reserve(struct fp_file *fp, u32 need);
 /* fp_engine.c */
 void fp_watchdog_init(struct fp_dev *fdev);
 int fp_hw_init(struct fp_dev *fdev);
-void fp_hw_shutdown(struct fp_dev *fdev);
+int fp_hw_shutdown(struct fp_dev *fdev);
 irqreturn_t fp_irq(int irq, void *data);
 int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s);
 int fp_c2h_stop(struct fp_ring *ring);
@@ -393,6 +403,7 @@ struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle);
 void fp_ring_put(struct fp_ring *ring);
 void fp_ring_free_buried(void);
 void fp_ring_abandon(struct fp_ring *ring, const char *what);
+void fp_ring_reap_quarantine(struct fp_dev *fdev, bool engine_quiet);
 
 /* fp_fops.c */
 extern const struct file_operations fp_fops;

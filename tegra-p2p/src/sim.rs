@@ -501,7 +501,8 @@ impl FrameSource for SimSource {
             event_overflows: l(&c.event_overflows),
             dma_timeouts: l(&c.dma_timeouts),
             lost_irqs: 0,
-            reserved: [0; 2],
+            quarantined: 0,
+            reserved: [0; 1],
         })
     }
 

@@ -30,7 +30,10 @@ ensure_pkgs dpkg-dev ninja-build meson libglib2.0-dev libpixman-1-dev libfdt-dev
 
 # Debian's source packages: a deb-src twin of the system's sources.
 src_list=/etc/apt/sources.list.d/radar-deb-src.sources
-if ! apt-cache showsrc qemu 2>/dev/null | grep -q '^Version:'; then
+# (Read whole, not piped into grep -q: under pipefail the early exit would
+# fail the pipeline and run apt-get update on every call.)
+showsrc=$(apt-cache showsrc qemu 2>/dev/null || true)
+if ! grep -q '^Version:' <<<"$showsrc"; then
 	[ -f /etc/apt/sources.list.d/debian.sources ] ||
 		die "no /etc/apt/sources.list.d/debian.sources to derive deb-src from"
 	sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources |

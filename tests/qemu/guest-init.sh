@@ -18,13 +18,14 @@
 SUITES='
 stream      900 p2p-suite stream
 ownership   300 p2p-suite ownership
-revocation  300 p2p-suite revocation
-crash       300 p2p-suite crash
-badinput    300 p2p-suite badinput
-duplex      300 p2p-suite duplex --frames 100
+revocation  900 p2p-suite revocation
+crash       900 p2p-suite crash
+badinput    600 p2p-suite badinput
+duplex      300 p2p-suite duplex --frames 300
 neighbours  300 p2p-suite neighbours
+faults      300 p2p-suite faults
 radard      600 sh /etc/radard/suite.sh
-lifecycle   420 /init --lifecycle 50
+lifecycle   900 /init --lifecycle 100
 '
 # The nv-p2p module (radar.p2p=shim|nvidia on the kernel command line):
 # kmod/nvp2p_shim or NVIDIA's own nvidia-p2p. p2p-suite is told which

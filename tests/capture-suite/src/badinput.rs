@@ -17,7 +17,7 @@ use crate::{Env, P2p, ensure};
 #[derive(clap::Args, Debug)]
 pub struct Opts {
     /// Hostile calls to make.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 100_000)]
     pub calls: u64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

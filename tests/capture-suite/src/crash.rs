@@ -11,7 +11,7 @@ use crate::{Env, ensure};
 
 #[derive(clap::Args, Debug)]
 pub struct Opts {
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 1000)]
     pub cycles: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

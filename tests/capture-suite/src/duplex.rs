@@ -31,7 +31,9 @@ pub struct Opts {
     /// Chunk period in ns (0 = the device default, 2 kHz).
     #[arg(long, default_value_t = 0)]
     pub chunk_period_ns: u64,
-    #[arg(long, default_value_t = 8)]
+    /// Capture slots: enough (128 ms at the default cadence) that a TCG
+    /// guest's stall of a few frame periods is not counted as a slow-down.
+    #[arg(long, default_value_t = 16)]
     pub slots: u32,
     /// Transmit slots and their size.
     #[arg(long, default_value_t = 4)]
@@ -39,9 +41,9 @@ pub struct Opts {
     #[arg(long, default_value_t = 16 << 10)]
     pub tx_bytes: usize,
     /// Transmit rate, buffers a second (0 = as fast as the ring drains).
-    /// Default: two buffers per frame, twice what radard sends. The FPGA
-    /// model runs both channels in one kernel thread, so under TCG a
-    /// saturating transmit slows the model's own frame clock, not the driver.
+    /// Default: two buffers per frame, twice what radard sends. The emulated
+    /// card runs both channels on QEMU's main loop, so under TCG a
+    /// saturating transmit slows the card's own frame clock, not the driver.
     #[arg(long, default_value_t = 250)]
     pub tx_per_s: u64,
     /// Allowed capture slow-down with transmit, percent.

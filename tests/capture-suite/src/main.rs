@@ -10,6 +10,7 @@ mod card;
 mod common;
 mod crash;
 mod duplex;
+mod faults;
 mod neighbours;
 mod ownership;
 mod revocation;
@@ -69,6 +70,8 @@ enum Cmd {
     Badinput(badinput::Opts),
     /// Transmit while capturing: completions, bytes seen by the FPGA, capture rate kept.
     Duplex(duplex::Opts),
+    /// The emulated card's lost interrupts, stuck engine and all-ones reads.
+    Faults(faults::Opts),
     /// munmap, mprotect and fork beside a ring do not revoke it.
     Neighbours(neighbours::Opts),
     /// Register, stream a few frames, verify, exit.
@@ -125,6 +128,7 @@ fn main() {
         Cmd::Badinput(_) => "badinput",
         Cmd::Duplex(_) => "duplex",
         Cmd::Neighbours(_) => "neighbours",
+        Cmd::Faults(_) => "faults",
         Cmd::Smoke { .. } => "smoke",
         Cmd::HoldOpen => "hold-open",
         Cmd::CardDetections { .. } => "card-detections",
@@ -146,6 +150,7 @@ fn main() {
             Cmd::Badinput(opts) => badinput::run(&cli.env, opts, o),
             Cmd::Duplex(opts) => duplex::run(&cli.env, opts, o),
             Cmd::Neighbours(opts) => neighbours::run(&cli.env, opts, o),
+            Cmd::Faults(opts) => faults::run(&cli.env, opts, o),
             Cmd::Smoke { frames } => smoke(&cli.env, *frames, o),
             Cmd::HoldOpen => Ok(()),
             Cmd::CardDetections { out } => card::detections(out.as_deref(), o),

@@ -15,7 +15,7 @@ use crate::{Env, P2p, ensure};
 
 #[derive(clap::Args, Debug)]
 pub struct Opts {
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 1000)]
     pub cycles: u32,
     #[arg(long, default_value_t = 4)]
     pub slots: u32,
