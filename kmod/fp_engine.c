@@ -465,12 +465,14 @@ static void fp_ring_fault(struct fp_ring *ring, u32 code, u32 detail)
 
 	fp_xwr(fdev, fp_chan(ring->dir) + XDMA_CH_CONTROL, 0);
 	fdev->active[ring->dir] = NULL;
-	ring->state = FP_RING_FAULTED;
 	atomic64_inc(&fdev->cnt.desc_errors);
 	dev_err_ratelimited(fdev->dev, "%s fault %u (0x%08x)\n",
 			    ring->dir == FP_C2H ? "capture" : "transmit",
 			    code, detail);
+	/* The event first: a reader that sees FAULTED finds it queued. */
 	fp_event_push(ring->fp, &ev);
+	smp_wmb();	/* pairs with smp_rmb() in fp_events_get() */
+	WRITE_ONCE(ring->state, FP_RING_FAULTED);
 }
 
 /* Capture error: the source stops first. irq_lock and ring->lock held. */

@@ -32,9 +32,17 @@ static bool fp_file_error(struct fp_file *fp, bool *gone)
 			continue;
 		switch (READ_ONCE(ring->state)) {
 		case FP_RING_FAULTED:
+			err = true;
+			break;
 		case FP_RING_REVOKED:
 		case FP_RING_DEAD:
-			err = true;
+			/*
+			 * The state changes when the teardown begins, its
+			 * event is queued when it ends: until then the ring
+			 * is not done talking.
+			 */
+			if (completion_done(&ring->torn_down))
+				err = true;
 			break;
 		default:
 			break;
@@ -118,8 +126,17 @@ static long fp_events_get(struct fp_file *fp, void __user *ubuf, u32 max,
 		}
 		mutex_unlock(&fp->read_lock);
 
-		if (fp_file_error(fp, &gone))
+		if (fp_file_error(fp, &gone)) {
+			/*
+			 * A ring's last event (REVOKED, FAULT) is queued
+			 * before its state says so: look once more, so that
+			 * the caller gets the event, not a bare EIO.
+			 */
+			smp_rmb();	/* pairs with fp_ring_fault()'s smp_wmb() */
+			if (READ_ONCE(fp->ev_count))
+				continue;
 			return gone ? -ENODEV : -EIO;
+		}
 		if (nonblock)
 			return -EAGAIN;
 		if (left <= 0)
