@@ -23,7 +23,7 @@ crash       900 p2p-suite crash
 badinput    600 p2p-suite badinput
 duplex      300 p2p-suite duplex --frames 300
 neighbours  300 p2p-suite neighbours
-faults      300 p2p-suite faults
+faults      300 p2p-suite faults --probe
 radard      600 sh /etc/radard/suite.sh
 lifecycle   900 /init --lifecycle 100
 '

@@ -36,7 +36,8 @@ pub enum Knob {
     H2cDescError = 0x014,
     /// The next N interrupts (MSI-X messages) are lost.
     LoseIrqs = 0x018,
-    /// 1: the C2H engine never goes idle (and keeps writing).
+    /// The C2H engine never goes idle: 1 and it keeps writing its last
+    /// destination, 2 and it writes nothing (an engine hung on its bus).
     C2hStuck = 0x01c,
     /// 1: BAR0/BAR1 read all ones, as after a completion timeout.
     AllOnes = 0x020,

@@ -14,6 +14,9 @@
 //!   quarantines (the engine may still run) instead of freeing; afterwards a
 //!   fresh ring works.
 //!
+//! - (`--probe`) a probe onto a card whose engine does not stop: no device,
+//!   no bus mastering; once the engine is quiet, a probe works.
+//!
 //! The quarantined rings are reaped when the module unloads (the harness
 //! unloads it after the suite, and on the debug kernel counts kernel
 //! reports: a free under a running engine would show there).
@@ -36,6 +39,10 @@ pub struct Opts {
     /// Frames verified after the card stopped losing interrupts.
     #[arg(long, default_value_t = 100)]
     pub frames_after: u64,
+    /// Also reload the driver onto a card whose engine does not stop
+    /// (needs root and the module at /lib/modules/radar, as in the guest).
+    #[arg(long)]
+    pub probe: bool,
 }
 
 const SLOTS: u32 = 8;
@@ -210,6 +217,63 @@ fn all_ones(env: &Env, dev: &Device, card: &Card, out: &mut Outcome) -> Check<St
     ))
 }
 
+/// The driver module as the guest harness installs it.
+const FPGA_KO: &str = "/lib/modules/radar/fpga_p2p.ko";
+
+fn sh(cmd: &str, args: &[&str]) -> Check {
+    let st = std::process::Command::new(cmd)
+        .args(args)
+        .status()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    ensure!(st.success(), "{cmd} {}: {st}", args.join(" "));
+    Ok(())
+}
+
+/// Waits (bounded) until the device node exists or not.
+fn node_appears(env: &Env, want: bool) -> bool {
+    for _ in 0..100 {
+        if env.device.exists() == want {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Probe with an engine that a previous driver left running (it does not
+/// stop): the driver must not enable bus mastering (the engine would write
+/// to addresses nobody maps) and must not create the device; once the engine
+/// is quiet, a new probe works. Reloads the module (no file may be open).
+fn probe_running_engine(env: &Env, card: &Card) -> Check<String> {
+    // Unloaded with the engine quiet: the quarantined rings are reaped.
+    sh("rmmod", &["fpga_p2p"])?;
+    card.set(Knob::C2hStuck, 2); // busy, but writing nothing
+    let r = (|| -> Check {
+        sh("insmod", &[FPGA_KO])?;
+        ensure!(
+            node_appears(env, false),
+            "the driver created {} for a card whose engine does not stop",
+            env.device.display()
+        );
+        ensure!(
+            card.stat("bus_master")? == 0,
+            "the driver enabled bus mastering on a card whose engine does not stop"
+        );
+        Ok(())
+    })();
+    card.set(Knob::C2hStuck, 0);
+    r?;
+    sh("rmmod", &["fpga_p2p"])?;
+    sh("insmod", &[FPGA_KO])?;
+    ensure!(
+        node_appears(env, true),
+        "no {} after the engine went quiet",
+        env.device.display()
+    );
+    ensure!(card.stat("bus_master")? == 1, "bus mastering off after a good probe");
+    Ok("probe with a running engine: no device, bus mastering left off; with the engine quiet, probe works".into())
+}
+
 pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
     let card = Card::find()?.ok_or("no emulated card (its test port injects the faults)")?;
     // Counters of the device, read through a second open of it.
@@ -223,10 +287,14 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
         ])
     })();
     card.clear_faults();
-    let parts = r?;
+    let mut parts = r?;
     let c = dev.counters().ctx("counters")?;
     out.note("quarantined", c.quarantined);
     out.note("dma_timeouts", c.dma_timeouts);
+    drop(dev);
+    if o.probe {
+        parts.push(probe_running_engine(env, &card)?);
+    }
     out.detail = parts.join("; ");
     Ok(())
 }

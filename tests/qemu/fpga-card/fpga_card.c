@@ -193,7 +193,7 @@ struct FpgaCard {
     uint32_t meta_late_every;
     bool meta_late_pending;
     FcMeta meta_late;
-    bool c2h_stuck;
+    uint32_t c2h_stuck;         /* FC_TEST_C2H_STUCK: 1 writes, 2 does not */
     bool all_ones;
     uint32_t st[FC_TEST_STATS];
 
@@ -1256,7 +1256,7 @@ static void fc_stuck_timer(void *opaque)
     if (!s->c2h_stuck) {
         return;
     }
-    if (s->c2h.last_dst) {
+    if (s->c2h_stuck == 1 && s->c2h.last_dst) {
         if (!fc_dma_write(s, s->c2h.last_dst, junk, sizeof(junk))) {
             s->st[FC_ST_DMA_ERRORS]++;
         }

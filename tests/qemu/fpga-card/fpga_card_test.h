@@ -21,7 +21,7 @@
 #define FC_TEST_C2H_DESC_ERROR  0x010   /* 1: next C2H fetch fails */
 #define FC_TEST_H2C_DESC_ERROR  0x014   /* 1: next H2C fetch fails */
 #define FC_TEST_LOSE_IRQS       0x018   /* the next N MSI-X messages are lost */
-#define FC_TEST_C2H_STUCK       0x01c   /* 1: C2H never idle, keeps writing */
+#define FC_TEST_C2H_STUCK       0x01c   /* C2H never idle: 1 keeps writing, 2 not */
 #define FC_TEST_ALL_ONES        0x020   /* 1: BAR0/BAR1 read all ones */
 #define FC_TEST_META_LATE_EVERY 0x024   /* every Nth frame: metadata late */
 
