@@ -26,13 +26,98 @@
  *
  * The interrupt handler runs in hard IRQ context only: spinlocks, register
  * accesses, the preallocated event queue; no sleeping, no allocation.
+ *
+ * An interrupt can be lost (an MSI-X write that never arrives): while a
+ * channel runs, a watchdog timer that sees no interrupt for a few frame
+ * periods runs the completion path itself (it reads the completed-descriptor
+ * count) and counts what it found in lost_irqs.
+ *
+ * A register read of all ones means the card did not answer (a completion
+ * timeout, a link down, or a card gone). Unless the PCI core says the device
+ * is disconnected, the engine may still be running: that is a fault the
+ * owner is told about, and the ring's memory is never freed on its account
+ * (fp_engine_stop() fails, so the ring is quarantined).
  */
 #include <linux/bitfield.h>
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/jiffies.h>
+#include <linux/pci.h>
 
 #include "fpga_p2p_drv.h"
+
+/* The watchdog looks this often at least (and at most every 4 frames). */
+#define FP_WATCHDOG_MIN_MS	20
+#define FP_WATCHDOG_MAX_MS	1000
+/* An empty metadata FIFO at end of frame becomes a fault after this. */
+#define FP_META_WAIT_MS		200
+
+int fp_ring_errno(enum fp_ring_state state)
+{
+	switch (state) {
+	case FP_RING_IDLE:
+	case FP_RING_RUNNING:
+		return 0;
+	case FP_RING_BUILDING:
+		return -ENOENT;
+	case FP_RING_FAULTED:
+	case FP_RING_REVOKED:
+		return -EIO;
+	default:
+		return -ENODEV;
+	}
+}
+
+/*
+ * Ownership hand-over of the ring's memory between the engine and the CPU.
+ * The memory is one scatter-gather mapping, so it is synced as one, over the
+ * mapping's own scatterlist with the entry count it was mapped with: a
+ * dma_sync_single_*() on a piece of it is not defined by the DMA API (an
+ * IOMMU merges segments; swiotlb bounces per segment). Where the device is
+ * DMA-coherent behind an IOMMU (AGX Orin) this returns at once; elsewhere it
+ * costs a walk of the list (and with bounce buffering a copy of the ring).
+ */
+void fp_sync(struct fp_ring *ring, bool for_cpu)
+{
+	struct sg_table *sgt = ring->map->sgt;
+
+	if (for_cpu)
+		dma_sync_sg_for_cpu(ring->fdev->dev, sgt->sgl, sgt->orig_nents,
+				    fp_ring_dma_dir(ring));
+	else
+		dma_sync_sg_for_device(ring->fdev->dev, sgt->sgl,
+				       sgt->orig_nents, fp_ring_dma_dir(ring));
+}
+
+void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c)
+{
+	struct fp_counters *k = &fdev->cnt;
+
+	memset(c, 0, sizeof(*c));
+	c->frames = atomic64_read(&k->frames);
+	c->chunks = atomic64_read(&k->chunks);
+	c->short_frames = atomic64_read(&k->short_frames);
+	c->crc_errors = atomic64_read(&k->crc_errors);
+	c->desc_errors = atomic64_read(&k->desc_errors);
+	c->irqs = atomic64_read(&k->irqs);
+	c->revocations = atomic64_read(&k->revocations);
+	c->tx_submitted = atomic64_read(&k->tx_submitted);
+	c->tx_completed = atomic64_read(&k->tx_completed);
+	c->event_overflows = atomic64_read(&k->event_overflows);
+	c->dma_timeouts = atomic64_read(&k->dma_timeouts);
+	c->lost_irqs = atomic64_read(&k->lost_irqs);
+	c->quarantined = atomic64_read(&k->quarantined);
+
+	/* Drops are counted by the FPGA, per stream: add the running one. */
+	mutex_lock(&fdev->hw_lock);
+	c->drops_no_slot = fdev->drops_no_slot_base;
+	c->drops_fault = fdev->drops_fault_base;
+	if (fdev->streaming && !fdev->hw_gone) {
+		c->drops_no_slot += fp_urd(fdev, FP_UB_DROPS_NO_SLOT);
+		c->drops_fault += fp_urd(fdev, FP_UB_DROPS_FAULT);
+	}
+	mutex_unlock(&fdev->hw_lock);
+}
 
 /* Channel interrupt sources the driver enables. */
 #define FP_CH_IRQS	(XDMA_ST_DESC_COMPLETED | XDMA_ST_DESC_STOPPED | \
@@ -74,8 +159,14 @@ static int fp_chan_stop(struct fp_dev *fdev, enum fp_dir dir)
 	fp_xwr(fdev, ch + XDMA_CH_CONTROL, 0);
 	for (;;) {
 		st = fp_xrd(fdev, ch + XDMA_CH_STATUS);
-		if (st == ~0U)
-			return -ENODEV;		/* surprise removal */
+		if (st == ~0U) {
+			/* Gone for sure: it masters nothing any more. */
+			if (fp_card_gone(fdev))
+				return 0;
+			dev_err(fdev->dev, "%s channel status reads all ones: the card does not answer\n",
+				dir == FP_C2H ? "C2H" : "H2C");
+			return -EIO;
+		}
 		if (!(st & XDMA_ST_BUSY))
 			break;
 		if (time_after(jiffies, deadline)) {
@@ -101,13 +192,19 @@ static void fp_stream_off(struct fp_dev *fdev)
 	fdev->streaming = false;
 }
 
-/* Source off, both channels stopped, their interrupts off. hw_lock held. */
-static void fp_quiesce(struct fp_dev *fdev)
+/*
+ * Source off, both channels stopped, their interrupts off. Returns 0 when
+ * both channels were seen idle. hw_lock held.
+ */
+static int fp_quiesce(struct fp_dev *fdev)
 {
+	int c2h, h2c;
+
 	fp_stream_off(fdev);
-	fp_chan_stop(fdev, FP_C2H);
-	fp_chan_stop(fdev, FP_H2C);
+	c2h = fp_chan_stop(fdev, FP_C2H);
+	h2c = fp_chan_stop(fdev, FP_H2C);
 	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_EN_W1C), FP_IRQ_H2C0 | FP_IRQ_C2H0);
+	return c2h ? c2h : h2c;
 }
 
 int fp_hw_init(struct fp_dev *fdev)
@@ -126,6 +223,7 @@ int fp_hw_init(struct fp_dev *fdev)
 		{ XDMA_TGT_SGDMA_COMMON, 6, false },
 	};
 	unsigned int i;
+	int ret;
 	u32 v;
 
 	v = fp_urd(fdev, FP_UB_ID);
@@ -163,9 +261,18 @@ int fp_hw_init(struct fp_dev *fdev)
 		return -ENODEV;
 	}
 
+	/*
+	 * Bus mastering is still off: an engine that a previous driver or
+	 * boot left running must be seen idle before probe turns it on, or it
+	 * would write to addresses nobody maps any more.
+	 */
 	mutex_lock(&fdev->hw_lock);
-	fp_quiesce(fdev);
+	ret = fp_quiesce(fdev);
 	mutex_unlock(&fdev->hw_lock);
+	if (ret) {
+		dev_err(fdev->dev, "the DMA engine does not stop: not enabling it\n");
+		return -EIO;
+	}
 	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_USER_EN), 0);
 	fp_xwr(fdev, FP_IRQ(XDMA_IRQ_CHAN_VEC(0)), 0);	/* all on vector 0 */
 	fp_xwr(fdev, FP_SGC(XDMA_SGC_CREDIT_MODE_W1S),
@@ -173,14 +280,20 @@ int fp_hw_init(struct fp_dev *fdev)
 	return 0;
 }
 
-void fp_hw_shutdown(struct fp_dev *fdev)
+/* Quiesce for good; 0 when both channels were seen idle. */
+int fp_hw_shutdown(struct fp_dev *fdev)
 {
+	int ret = 0;
+
 	mutex_lock(&fdev->hw_lock);
 	if (!fdev->hw_gone) {
-		fp_quiesce(fdev);
-		fdev->hw_gone = true;
+		ret = fp_quiesce(fdev);
+		WRITE_ONCE(fdev->hw_gone, true);
 	}
 	mutex_unlock(&fdev->hw_lock);
+	/* It re-arms only while !hw_gone. */
+	del_timer_sync(&fdev->watchdog);
+	return ret;
 }
 
 static void fp_attach(struct fp_ring *ring)
@@ -212,6 +325,8 @@ static void fp_chan_run(struct fp_ring *ring, dma_addr_t first)
 	/* Descriptors and writeback records in place before Run. */
 	dma_wmb();
 	fp_xwr(fdev, ch + XDMA_CH_CONTROL, XDMA_CTRL_RUN | FP_CH_IRQS);
+	if (!timer_pending(&fdev->watchdog))
+		mod_timer(&fdev->watchdog, jiffies + fdev->wd_period);
 }
 
 static void fp_detach(struct fp_ring *ring)
@@ -350,12 +465,14 @@ static void fp_ring_fault(struct fp_ring *ring, u32 code, u32 detail)
 
 	fp_xwr(fdev, fp_chan(ring->dir) + XDMA_CH_CONTROL, 0);
 	fdev->active[ring->dir] = NULL;
-	ring->state = FP_RING_FAULTED;
 	atomic64_inc(&fdev->cnt.desc_errors);
 	dev_err_ratelimited(fdev->dev, "%s fault %u (0x%08x)\n",
 			    ring->dir == FP_C2H ? "capture" : "transmit",
 			    code, detail);
+	/* The event first: a reader that sees FAULTED finds it queued. */
 	fp_event_push(ring->fp, &ev);
+	smp_wmb();	/* pairs with smp_rmb() in fp_events_get() */
+	WRITE_ONCE(ring->state, FP_RING_FAULTED);
 }
 
 /* Capture error: the source stops first. irq_lock and ring->lock held. */
@@ -376,8 +493,7 @@ static bool fp_c2h_frame(struct fp_ring *ring)
 		.slot = slot,
 	};
 
-	if (!ring->eng_count || ring->slot_state[slot] != FP_SLOT_ENGINE ||
-	    !fp_urd(fdev, FP_UB_META_LEVEL)) {
+	if (!ring->eng_count || ring->slot_state[slot] != FP_SLOT_ENGINE) {
 		fp_c2h_fault(ring, FPGA_P2P_FAULT_STREAM, slot);
 		return false;
 	}
@@ -437,15 +553,31 @@ static void fp_c2h_complete(struct fp_ring *ring, u32 status)
 			fp_c2h_fault(ring, FPGA_P2P_FAULT_STREAM, i);
 			return;
 		}
+		/*
+		 * The frame's metadata should be queued before its last
+		 * descriptor completes; if it is not there yet, leave the
+		 * descriptor for the next interrupt (or the watchdog), and
+		 * fault only when it never comes.
+		 */
+		if (eop && !fp_urd(fdev, FP_UB_META_LEVEL)) {
+			if (!ring->meta_wait) {
+				ring->meta_wait = true;
+				ring->meta_wait_since = jiffies;
+			} else if (time_after(jiffies, ring->meta_wait_since +
+					      msecs_to_jiffies(FP_META_WAIT_MS))) {
+				fp_c2h_fault(ring, FPGA_P2P_FAULT_STREAM, slot);
+				return;
+			}
+			break;
+		}
+		ring->meta_wait = false;
 		WRITE_ONCE(res->status, 0);
 		ring->done++;
 		ring->hw_done++;
 		ring->desc_pos = i + 1 == ring->ndesc ? 0 : i + 1;
-		/* The piece is the CPU's to read from here on. */
-		dma_sync_single_for_cpu(fdev->dev, di->addr, di->len,
-					DMA_FROM_DEVICE);
-
 		if (di->flags & FP_DI_CHUNK_END) {
+			/* The chunk is the CPU's to read from here on. */
+			fp_sync(ring, true);
 			atomic64_inc(&fdev->cnt.chunks);
 			if (ring->chunk_events) {
 				struct fpga_p2p_event ev = {
@@ -480,7 +612,7 @@ static void fp_tx_done(struct fp_ring *ring, struct fp_tx *tx, u32 flags)
 		.cookie = tx->cookie,
 	};
 
-	fp_sync(ring, tx->slot, tx->bytes, true);
+	fp_sync(ring, true);
 	ring->slot_state[tx->slot] = FP_SLOT_FREE;
 	if (!flags)
 		atomic64_inc(&ring->fdev->cnt.tx_completed);
@@ -523,6 +655,7 @@ static void fp_h2c_complete(struct fp_ring *ring, u32 status)
 	fp_topup(ring);
 }
 
+/* Run a channel's completion path. irq_lock held. */
 static void fp_service(struct fp_dev *fdev, enum fp_dir dir)
 {
 	u32 status = fp_xrd(fdev, fp_chan(dir) + XDMA_CH_STATUS_RC);
@@ -540,9 +673,30 @@ static void fp_service(struct fp_dev *fdev, enum fp_dir dir)
 	spin_unlock(&ring->lock);
 }
 
-irqreturn_t fp_irq(int irq, void *data)
+/*
+ * The card answers all ones and is not known to be gone: every running ring
+ * faults (its owner is told); the engine may still run, so nothing is freed
+ * on this account. irq_lock held.
+ */
+static void fp_not_answering(struct fp_dev *fdev)
 {
-	struct fp_dev *fdev = data;
+	int d;
+
+	for (d = 0; d < FP_DIRS; d++) {
+		struct fp_ring *ring = fdev->active[d];
+
+		if (!ring)
+			continue;
+		spin_lock(&ring->lock);
+		if (ring->state == FP_RING_RUNNING)
+			fp_ring_fault(ring, FPGA_P2P_FAULT_ENGINE, ~0U);
+		spin_unlock(&ring->lock);
+	}
+}
+
+/* Service the channels that request an interrupt. irq_lock held. */
+static bool fp_service_requests(struct fp_dev *fdev)
+{
 	bool handled = false;
 	int round;
 	u32 req;
@@ -550,23 +704,104 @@ irqreturn_t fp_irq(int irq, void *data)
 	/* Re-read the request: a channel may have raised it meanwhile. */
 	for (round = 0; round < 4; round++) {
 		req = fp_xrd(fdev, FP_IRQ(XDMA_IRQ_CHAN_REQ));
-		if (req == ~0U)
+		if (req == ~0U) {
+			if (!fp_card_gone(fdev))
+				fp_not_answering(fdev);
 			break;
+		}
 		req &= FP_IRQ_H2C0 | FP_IRQ_C2H0;
 		if (!req)
 			break;
 		handled = true;
-		spin_lock(&fdev->irq_lock);
 		if (req & FP_IRQ_C2H0)
 			fp_service(fdev, FP_C2H);
 		if (req & FP_IRQ_H2C0)
 			fp_service(fdev, FP_H2C);
-		spin_unlock(&fdev->irq_lock);
 	}
+	return handled;
+}
+
+irqreturn_t fp_irq(int irq, void *data)
+{
+	struct fp_dev *fdev = data;
+	bool handled;
+
+	spin_lock(&fdev->irq_lock);
+	handled = fp_service_requests(fdev);
+	spin_unlock(&fdev->irq_lock);
 	if (!handled)
 		return IRQ_NONE;
 	atomic64_inc(&fdev->cnt.irqs);
 	return IRQ_HANDLED;
+}
+
+/* Descriptors the running rings have completed so far. irq_lock held. */
+static u64 fp_done_total(struct fp_dev *fdev, bool *meta_wait)
+{
+	u64 done = 0;
+	int d;
+
+	for (d = 0; d < FP_DIRS; d++) {
+		struct fp_ring *ring = fdev->active[d];
+
+		if (!ring)
+			continue;
+		spin_lock(&ring->lock);
+		done += ring->done;
+		*meta_wait |= ring->meta_wait;
+		spin_unlock(&ring->lock);
+	}
+	return done;
+}
+
+/*
+ * The interrupt-loss watchdog: when no interrupt came since the last tick
+ * while a ring runs, do what the handler would have done. Completions it
+ * finds mean an interrupt was lost (or came late): counted in lost_irqs,
+ * except a frame that only waited for its metadata.
+ */
+static void fp_watchdog(struct timer_list *t)
+{
+	struct fp_dev *fdev = from_timer(fdev, t, watchdog);
+	u64 irqs = atomic64_read(&fdev->cnt.irqs);
+	bool running, meta_wait = false;
+	unsigned long flags;
+	u64 before;
+
+	if (READ_ONCE(fdev->hw_gone))
+		return;
+	spin_lock_irqsave(&fdev->irq_lock, flags);
+	running = fdev->active[FP_C2H] || fdev->active[FP_H2C];
+	if (running && irqs == fdev->wd_irqs) {
+		before = fp_done_total(fdev, &meta_wait);
+		/* Every channel: a lost interrupt leaves no request behind. */
+		fp_service(fdev, FP_C2H);
+		fp_service(fdev, FP_H2C);
+		if (fp_xrd(fdev, FP_IRQ(XDMA_IRQ_CHAN_REQ)) == ~0U &&
+		    !fp_card_gone(fdev))
+			fp_not_answering(fdev);
+		if (fp_done_total(fdev, &meta_wait) != before && !meta_wait)
+			atomic64_inc(&fdev->cnt.lost_irqs);
+	}
+	spin_unlock_irqrestore(&fdev->irq_lock, flags);
+	fdev->wd_irqs = atomic64_read(&fdev->cnt.irqs);
+	if (running && !READ_ONCE(fdev->hw_gone))
+		mod_timer(&fdev->watchdog, jiffies + fdev->wd_period);
+}
+
+void fp_watchdog_init(struct fp_dev *fdev)
+{
+	timer_setup(&fdev->watchdog, fp_watchdog, 0);
+	fdev->wd_period = msecs_to_jiffies(FP_WATCHDOG_MIN_MS);
+}
+
+/* Four frame periods of the stream about to start, within limits. */
+static void fp_watchdog_period(struct fp_dev *fdev, u32 period_ns, u32 chunks)
+{
+	u64 ms = div_u64((u64)period_ns * chunks * 4, NSEC_PER_MSEC);
+
+	ms = clamp_t(u64, ms, FP_WATCHDOG_MIN_MS, FP_WATCHDOG_MAX_MS);
+	fdev->wd_period = msecs_to_jiffies(ms);
 }
 
 int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s)
@@ -625,12 +860,14 @@ int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s)
 	ring->done = 0;
 	ring->hw_done = 0;
 	ring->chunk_events = s->flags & FPGA_P2P_START_CHUNK_EVENTS;
+	ring->meta_wait = false;
 	first = fp_desc_dma(ring, 0);
 	spin_unlock_irqrestore(&ring->lock, flags);
 
 	fp_uwr(fdev, FP_UB_FRAME_BYTES, ring->slot_bytes);
 	fp_uwr(fdev, FP_UB_CHUNK_BYTES, ring->chunk_bytes);
 	fp_uwr(fdev, FP_UB_CHUNK_PERIOD_NS, period);
+	fp_watchdog_period(fdev, period, ring->chunks);
 	fp_uwr(fdev, FP_UB_PLAYBACK_COUNT, s->playback_frames);
 	fp_uwr(fdev, FP_UB_CTRL, FIELD_PREP(FP_UB_CTRL_SOURCE, s->source));
 	fp_chan_run(ring, first);
@@ -726,7 +963,7 @@ int fp_release_slot(struct fp_ring *ring, u32 slot)
 		goto out;
 	}
 	/* The device's from here on. */
-	fp_sync(ring, slot, ring->slot_bytes, false);
+	fp_sync(ring, false);
 	ring->slot_state[slot] = FP_SLOT_FREE;
 	ring->free_q[(ring->free_head + ring->free_count) % ring->nr_slots] = slot;
 	ring->free_count++;
@@ -773,7 +1010,7 @@ int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx)
 		k++;
 	}
 	fp_ring_fill(ring, ring->slot_first[tx->slot], k, tx->bytes);
-	fp_sync(ring, tx->slot, tx->bytes, false);
+	fp_sync(ring, false);
 	/* Where the packet goes, before the engine can send it. */
 	fp_uwr(fdev, FP_UB_TAG_BYTES, tx->bytes);
 	fp_uwr(fdev, FP_UB_TAG_PUSH, FIELD_PREP(FP_TAG_TARGET, tx->target) |

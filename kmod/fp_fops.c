@@ -17,31 +17,6 @@
 #define FP_READ_BATCH	8
 #define FP_EV_INITIAL	16
 
-void fp_file_wake(struct fp_file *fp)
-{
-	wake_up_interruptible_all(&fp->wq);
-}
-
-/* Queue an event; any context. A full queue counts an overflow. */
-void fp_event_push(struct fp_file *fp, const struct fpga_p2p_event *ev)
-{
-	unsigned long flags;
-	bool lost = false;
-
-	spin_lock_irqsave(&fp->ev_lock, flags);
-	if (fp->ev_count == fp->ev_cap || fp->ev_lost) {
-		fp->ev_lost++;
-		lost = true;
-	} else {
-		fp->ev[(fp->ev_head + fp->ev_count) & (fp->ev_cap - 1)] = *ev;
-		fp->ev_count++;
-	}
-	spin_unlock_irqrestore(&fp->ev_lock, flags);
-	if (lost)
-		atomic64_inc(&fp->fdev->cnt.event_overflows);
-	wake_up_interruptible(&fp->wq);
-}
-
 /* Some ring of the file can no longer deliver, or the device is gone. */
 static bool fp_file_error(struct fp_file *fp, bool *gone)
 {
@@ -57,9 +32,17 @@ static bool fp_file_error(struct fp_file *fp, bool *gone)
 			continue;
 		switch (READ_ONCE(ring->state)) {
 		case FP_RING_FAULTED:
+			err = true;
+			break;
 		case FP_RING_REVOKED:
 		case FP_RING_DEAD:
-			err = true;
+			/*
+			 * The state changes when the teardown begins, its
+			 * event is queued when it ends: until then the ring
+			 * is not done talking.
+			 */
+			if (completion_done(&ring->torn_down))
+				err = true;
 			break;
 		default:
 			break;
@@ -143,8 +126,17 @@ static long fp_events_get(struct fp_file *fp, void __user *ubuf, u32 max,
 		}
 		mutex_unlock(&fp->read_lock);
 
-		if (fp_file_error(fp, &gone))
+		if (fp_file_error(fp, &gone)) {
+			/*
+			 * A ring's last event (REVOKED, FAULT) is queued
+			 * before its state says so: look once more, so that
+			 * the caller gets the event, not a bare EIO.
+			 */
+			smp_rmb();	/* pairs with fp_ring_fault()'s smp_wmb() */
+			if (READ_ONCE(fp->ev_count))
+				continue;
 			return gone ? -ENODEV : -EIO;
+		}
 		if (nonblock)
 			return -EAGAIN;
 		if (left <= 0)
@@ -439,7 +431,12 @@ static int fp_ioctl_wait(struct fp_file *fp, struct fpga_p2p_wait __user *arg)
 		return -EINVAL;
 	if (w.release_slot != FPGA_P2P_NO_SLOT) {
 		ret = fp_release_one(fp, w.release_handle, w.release_slot);
-		if (ret)
+		/*
+		 * A revoked or faulted ring refuses the release with EIO: the
+		 * event that says why is still queued and is what the caller
+		 * must get (it would never see it otherwise).
+		 */
+		if (ret && ret != -EIO)
 			return ret;
 	}
 	n = fp_events_get(fp, &arg->event, 1, false,

@@ -2,14 +2,14 @@
 /*
  * fpga_p2p: PCI driver for the radar FPGA card (XDMA-based), character
  * devices /dev/fpga-p2pN (misc devices), counters in
- * /sys/class/misc/fpga-p2pN/counters/. Built with FPGA_P2P_MODEL=1 it
- * also contains a register-level model of the card (fp_model.c), enabled
- * with the module parameter model_devices=N.
+ * /sys/class/misc/fpga-p2pN/counters/. The tests run it against an
+ * emulated card in QEMU (tests/qemu/fpga-card/): the same PCI function,
+ * so probe, BARs, MSI-X, bus mastering, remove and shutdown are this code.
  *
- * Device removal (PCI remove, model teardown, module unload) with files
- * still open: the device is marked dead, every ring's DMA is stopped and
- * released, waiters wake up with an error, and the memory of the device
- * goes away with its last open file.
+ * Device removal (PCI remove, module unload) with files still open: the
+ * device is marked dead, every ring's DMA is stopped and released (or
+ * quarantined when the engine did not stop), waiters wake up with an
+ * error, and the memory of the device goes away with its last open file.
  */
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -19,47 +19,6 @@
 
 static DEFINE_MUTEX(fp_devs_lock);	/* fp_devs[] */
 static struct fp_dev *fp_devs[FP_MAX_DEVICES];	/* by index N */
-
-static void fp_dev_release(struct kref *ref)
-{
-	struct fp_dev *fdev = container_of(ref, struct fp_dev, ref);
-
-	put_device(fdev->dev);
-	kfree(fdev);
-}
-
-void fp_dev_put(struct fp_dev *fdev)
-{
-	kref_put(&fdev->ref, fp_dev_release);
-}
-
-void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c)
-{
-	struct fp_counters *k = &fdev->cnt;
-
-	memset(c, 0, sizeof(*c));
-	c->frames = atomic64_read(&k->frames);
-	c->chunks = atomic64_read(&k->chunks);
-	c->short_frames = atomic64_read(&k->short_frames);
-	c->crc_errors = atomic64_read(&k->crc_errors);
-	c->desc_errors = atomic64_read(&k->desc_errors);
-	c->irqs = atomic64_read(&k->irqs);
-	c->revocations = atomic64_read(&k->revocations);
-	c->tx_submitted = atomic64_read(&k->tx_submitted);
-	c->tx_completed = atomic64_read(&k->tx_completed);
-	c->event_overflows = atomic64_read(&k->event_overflows);
-	c->dma_timeouts = atomic64_read(&k->dma_timeouts);
-
-	/* Drops are counted by the FPGA, per stream: add the running one. */
-	mutex_lock(&fdev->hw_lock);
-	c->drops_no_slot = fdev->drops_no_slot_base;
-	c->drops_fault = fdev->drops_fault_base;
-	if (fdev->streaming && !fdev->hw_gone) {
-		c->drops_no_slot += fp_urd(fdev, FP_UB_DROPS_NO_SLOT);
-		c->drops_fault += fp_urd(fdev, FP_UB_DROPS_FAULT);
-	}
-	mutex_unlock(&fdev->hw_lock);
-}
 
 /* --- sysfs: /sys/class/misc/fpga-p2pN/counters/ -------------------------- */
 
@@ -83,6 +42,8 @@ static struct device_attribute fp_counter_attr[] = {
 	FP_COUNTER(tx_completed),
 	FP_COUNTER(event_overflows),
 	FP_COUNTER(dma_timeouts),
+	FP_COUNTER(lost_irqs),
+	FP_COUNTER(quarantined),
 };
 
 static ssize_t fp_counter_show(struct device *d, struct device_attribute *a,
@@ -112,12 +73,13 @@ static const struct attribute_group *fp_groups[] = {
 };
 
 /*
- * A card (or model instance) appeared: check it, take its interrupt and
- * create /dev/fpga-p2pN. @dev is the device that does the DMA.
+ * A card appeared: check it, quiesce it, only then let it master the bus,
+ * take its interrupt and create /dev/fpga-p2pN.
  */
-struct fp_dev *fp_dev_create(struct device *dev, int irq, bool irq_shared,
-			     void __iomem * const *bars, struct fp_model *model)
+static struct fp_dev *fp_dev_create(struct pci_dev *pdev,
+				    void __iomem * const *bars)
 {
+	struct device *dev = &pdev->dev;
 	struct fp_dev *fdev;
 	int index, ret, i;
 
@@ -131,22 +93,28 @@ struct fp_dev *fp_dev_create(struct device *dev, int irq, bool irq_shared,
 	if (!fdev)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&fdev->ref);
-	fdev->dev = get_device(dev);
-	fdev->irq = irq;
-	fdev->model = model;
-	for (i = 0; bars && i < FP_BARS; i++)
+	fdev->pdev = pci_dev_get(pdev);
+	fdev->dev = dev;
+	fdev->irq = pci_irq_vector(pdev, 0);
+	for (i = 0; i < FP_BARS; i++)
 		fdev->bar[i] = bars[i];
 	mutex_init(&fdev->lock);
 	mutex_init(&fdev->hw_lock);
 	spin_lock_init(&fdev->irq_lock);
+	spin_lock_init(&fdev->quarantine_lock);
+	INIT_LIST_HEAD(&fdev->quarantine);
 	INIT_LIST_HEAD(&fdev->files);
 	init_waitqueue_head(&fdev->build_wq);
+	fp_watchdog_init(fdev);
 
+	/* Whatever a previous driver or boot left running stops first. */
 	ret = fp_hw_init(fdev);
 	if (ret)
 		goto put;
-	ret = request_irq(irq, fp_irq, irq_shared ? IRQF_SHARED : 0, FP_NAME,
-			  fdev);
+	pci_set_master(pdev);
+	ret = request_irq(fdev->irq, fp_irq,
+			  pdev->msi_enabled || pdev->msix_enabled ? 0 :
+			  IRQF_SHARED, FP_NAME, fdev);
 	if (ret)
 		goto shutdown;
 
@@ -173,24 +141,29 @@ struct fp_dev *fp_dev_create(struct device *dev, int irq, bool irq_shared,
 	}
 	fp_devs[index] = fdev;
 	mutex_unlock(&fp_devs_lock);
-	dev_info(dev, "%s: user block %08x v%x.%x%s\n", fdev->name,
+	dev_info(dev, "%s: user block %08x v%x.%x%s, %s\n", fdev->name,
 		 fdev->hw_id, fdev->hw_version >> 16,
-		 fdev->hw_version & 0xffff, model ? " (model)" : "");
+		 fdev->hw_version & 0xffff,
+		 fdev->hw_caps & FP_UB_CAP_MODEL ? " (emulated card)" : "",
+		 pdev->msix_enabled ? "MSI-X" : pdev->msi_enabled ? "MSI" :
+		 "INTx");
 	return fdev;
 
 free_irq:
-	free_irq(irq, fdev);
+	free_irq(fdev->irq, fdev);
 shutdown:
 	fp_hw_shutdown(fdev);
+	pci_clear_master(pdev);
 put:
 	fp_dev_put(fdev);
 	return ERR_PTR(ret);
 }
 
-void fp_dev_destroy(struct fp_dev *fdev)
+static void fp_dev_destroy(struct fp_dev *fdev)
 {
 	struct fp_ring *rings[FP_DIRS] = { };
 	struct fp_file *fp;
+	bool building, quiet;
 	int d;
 
 	/* No new opens (misc_deregister waits for opens under way)... */
@@ -203,8 +176,8 @@ void fp_dev_destroy(struct fp_dev *fdev)
 	mutex_unlock(&fp_devs_lock);
 
 	/* ...no new rings; let registrations under way finish (bounded). */
-	wait_event_timeout(fdev->build_wq, !READ_ONCE(fdev->building),
-			   msecs_to_jiffies(FP_TEARDOWN_TIMEOUT_MS));
+	building = !wait_event_timeout(fdev->build_wq, !READ_ONCE(fdev->building),
+				       msecs_to_jiffies(FP_TEARDOWN_TIMEOUT_MS));
 
 	mutex_lock(&fdev->lock);
 	for (d = 0; d < FP_DIRS; d++) {
@@ -216,12 +189,23 @@ void fp_dev_destroy(struct fp_dev *fdev)
 	for (d = 0; d < FP_DIRS; d++) {
 		if (!rings[d])
 			continue;
+		/*
+		 * A REGISTER still under way owns its ring's page table (which
+		 * nv-p2p may have written before arming its notifier): keep
+		 * everything of it rather than release it under that call.
+		 */
+		if (building && READ_ONCE(rings[d]->state) == FP_RING_BUILDING) {
+			fp_ring_abandon(rings[d], "registration");
+			fp_ring_put(rings[d]);
+			continue;
+		}
 		fp_ring_release_memory(rings[d], FP_RELEASE_REMOVE);
 		fp_ring_put(rings[d]);
 	}
 
-	fp_hw_shutdown(fdev);
+	quiet = !fp_hw_shutdown(fdev);
 	free_irq(fdev->irq, fdev);
+	fp_ring_reap_quarantine(fdev, quiet);
 
 	mutex_lock(&fdev->lock);
 	list_for_each_entry(fp, &fdev->files, node)
@@ -237,8 +221,7 @@ static int fp_pci_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	void __iomem *bars[FP_BARS];
 	struct fp_dev *fdev;
-	bool shared;
-	int ret, irq;
+	int ret;
 
 	ret = pcim_enable_device(pdev);
 	if (ret)
@@ -257,15 +240,12 @@ static int fp_pci_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(32));
 	if (ret)
 		return ret;
-	pci_set_master(pdev);
 
+	/* One vector: MSI-X, else MSI, else the (shared) INTx line. */
 	ret = pci_alloc_irq_vectors(pdev, 1, 1, PCI_IRQ_ALL_TYPES);
 	if (ret < 0)
 		return ret;
-	irq = pci_irq_vector(pdev, 0);
-	shared = !pdev->msi_enabled && !pdev->msix_enabled;
-
-	fdev = fp_dev_create(&pdev->dev, irq, shared, bars, NULL);
+	fdev = fp_dev_create(pdev, bars);
 	if (IS_ERR(fdev)) {
 		pci_free_irq_vectors(pdev);
 		return PTR_ERR(fdev);
@@ -277,7 +257,22 @@ static int fp_pci_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 static void fp_pci_remove(struct pci_dev *pdev)
 {
 	fp_dev_destroy(pci_get_drvdata(pdev));
+	pci_clear_master(pdev);
 	pci_free_irq_vectors(pdev);
+}
+
+/*
+ * Reboot, kexec, power-off: the engine and the source stop and the card
+ * may no longer master the bus, so nothing is written into memory that the
+ * next kernel (or firmware) owns. Open files and rings stay as they are.
+ */
+static void fp_pci_shutdown(struct pci_dev *pdev)
+{
+	struct fp_dev *fdev = pci_get_drvdata(pdev);
+
+	if (fdev)
+		fp_hw_shutdown(fdev);
+	pci_clear_master(pdev);
 }
 
 static const struct pci_device_id fp_pci_ids[] = {
@@ -291,40 +286,24 @@ static struct pci_driver fp_pci_driver = {
 	.id_table = fp_pci_ids,
 	.probe = fp_pci_probe,
 	.remove = fp_pci_remove,
+	.shutdown = fp_pci_shutdown,
 };
 
 /* --- module -------------------------------------------------------------- */
 
-#ifdef FPGA_P2P_MODEL
-static unsigned int model_devices;
-module_param(model_devices, uint, 0444);
-MODULE_PARM_DESC(model_devices, "software models of the card to create (test builds)");
-#endif
-
 static int __init fp_init(void)
 {
-	int ret;
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(fp_counter_attr); i++)
 		fp_counter_attrs[i] = &fp_counter_attr[i].attr;
-	ret = pci_register_driver(&fp_pci_driver);
-	if (ret)
-		return ret;
-#ifdef FPGA_P2P_MODEL
-	ret = fp_model_init(model_devices);
-	if (ret)
-		pci_unregister_driver(&fp_pci_driver);
-#endif
-	return ret;
+	return pci_register_driver(&fp_pci_driver);
 }
 
 static void __exit fp_exit(void)
 {
-#ifdef FPGA_P2P_MODEL
-	fp_model_exit();
-#endif
 	pci_unregister_driver(&fp_pci_driver);
+	fp_ring_free_buried();
 }
 
 module_init(fp_init);

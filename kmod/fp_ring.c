@@ -30,48 +30,6 @@
 
 #include "fpga_p2p_drv.h"
 
-/* Spare event queue entries per file: REVOKED, FAULT, OVERFLOW. */
-#define FP_EV_SPARE		8
-
-int fp_ring_errno(enum fp_ring_state state)
-{
-	switch (state) {
-	case FP_RING_IDLE:
-	case FP_RING_RUNNING:
-		return 0;
-	case FP_RING_BUILDING:
-		return -ENOENT;
-	case FP_RING_FAULTED:
-	case FP_RING_REVOKED:
-		return -EIO;
-	default:
-		return -ENODEV;
-	}
-}
-
-static enum dma_data_direction fp_dma_dir(struct fp_ring *ring)
-{
-	return ring->dir == FP_C2H ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
-}
-
-/* Ownership hand-over of the first @bytes (at most the slot) of @slot. */
-void fp_sync(struct fp_ring *ring, u32 slot, u32 bytes, bool for_cpu)
-{
-	struct device *dev = ring->fdev->dev;
-	enum dma_data_direction dir = fp_dma_dir(ring);
-	u32 p, len;
-
-	for (p = ring->slot_first[slot]; bytes; p++, bytes -= len) {
-		len = min(ring->info[p].len, bytes);
-		if (for_cpu)
-			dma_sync_single_for_cpu(dev, ring->info[p].addr, len,
-						dir);
-		else
-			dma_sync_single_for_device(dev, ring->info[p].addr,
-						   len, dir);
-	}
-}
-
 static void fp_ring_free_dma(struct fp_ring *ring)
 {
 	struct device *dev = ring->fdev->dev;
@@ -156,8 +114,22 @@ static void fp_ring_teardown(struct fp_ring *ring, enum fp_ring_state final,
 	 * pages are kept for ever (quarantined) rather than freed under a
 	 * running DMA, which would corrupt whatever reuses that memory.
 	 */
-	if (fp_engine_stop(ring) == -ETIMEDOUT) {
+	if (READ_ONCE(ring->abandoned)) {
+		/* Removal gave up on us: the device may be gone; keep all. */
+		if (!fault)
+			fault = FPGA_P2P_FAULT_DEVICE_GONE;
+	} else if (fp_engine_stop(ring)) {
+		/*
+		 * Not stopped in time, or its status read all ones while the
+		 * PCI core does not call it gone: it may still write. Parked
+		 * until removal sees the engine quiet.
+		 */
 		ring->quarantined = true;
+		atomic64_inc(&fdev->cnt.quarantined);
+		kref_get(&ring->ref);
+		spin_lock_irqsave(&fdev->quarantine_lock, flags);
+		list_add_tail(&ring->qnode, &fdev->quarantine);
+		spin_unlock_irqrestore(&fdev->quarantine_lock, flags);
 		dev_crit(fdev->dev,
 			 "DMA engine did not stop: ring %u memory quarantined (pinned for ever)\n",
 			 ring->handle);
@@ -235,6 +207,31 @@ static void fp_ring_free_callback(void *data)
 }
 
 /*
+ * We gave up waiting for a teardown that another context runs (a revocation
+ * callback, or the owner's side). It may still be using the ring, its page
+ * table and its DMA memory: keep all of them for ever (quarantined) rather
+ * than free them under it. The extra reference is never dropped.
+ */
+void fp_ring_abandon(struct fp_ring *ring, const char *what)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&ring->lock, flags);
+	if (!ring->abandoned) {
+		if (!ring->quarantined)
+			atomic64_inc(&ring->fdev->cnt.quarantined);
+		ring->abandoned = true;
+		ring->quarantined = true;
+		kref_get(&ring->ref);
+		kmemleak_not_leak(ring);
+	}
+	spin_unlock_irqrestore(&ring->lock, flags);
+	dev_crit(ring->fdev->dev,
+		 "ring %u: gave up waiting for its %s: ring quarantined (memory kept for ever)\n",
+		 ring->handle, what);
+}
+
+/*
  * The owner's side: give the memory back (put_pages as the nv-p2p contract
  * wants it), tear down unless a revocation already did, and wait until the
  * teardown is complete. Idempotent.
@@ -250,7 +247,7 @@ void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why)
 	if (ring->put_claimed) {
 		spin_unlock_irqrestore(&ring->lock, flags);
 		if (!wait_for_completion_timeout(&ring->torn_down, timeout))
-			dev_err(ring->fdev->dev, "ring teardown timed out\n");
+			fp_ring_abandon(ring, "teardown");
 		return;
 	}
 	ring->put_claimed = true;
@@ -276,28 +273,124 @@ void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why)
 				 why == FP_RELEASE_REMOVE ?
 				 FPGA_P2P_FAULT_DEVICE_GONE : 0);
 	else if (!wait_for_completion_timeout(&ring->torn_down, timeout))
-		dev_err(ring->fdev->dev, "ring revocation timed out\n");
+		fp_ring_abandon(ring, "revocation");
 }
 
-/* Remove queued events of a ring that goes away. */
-static void fp_events_purge(struct fp_file *fp, u32 handle)
+/*
+ * Page tables of invalidated registrations, freed at module unload. After an
+ * invalidation NVIDIA's module has queued the deferred free of the notifier
+ * embedded in the page table (mmu_notifier_put: call_srcu on the notifier
+ * core's private SRCU); nothing exported waits for that callback to have
+ * run, so the struct is kept until the module goes, when
+ * mmu_notifier_synchronize() has let every earlier deferred free through.
+ * A struct for which no list entry can be allocated is kept for ever.
+ */
+struct fp_pt_grave {
+	struct list_head node;
+	struct nvidia_p2p_page_table *pt;
+};
+
+static LIST_HEAD(fp_pt_graves);
+static DEFINE_SPINLOCK(fp_pt_graves_lock);
+
+static void fp_pt_bury(struct nvidia_p2p_page_table *pt)
 {
-	unsigned long flags;
-	u32 i, kept = 0, mask;
+	struct fp_pt_grave *g = kmalloc(sizeof(*g), GFP_KERNEL);
 
-	spin_lock_irqsave(&fp->ev_lock, flags);
-	mask = fp->ev_cap - 1;
-	for (i = 0; i < fp->ev_count; i++) {
-		struct fpga_p2p_event *ev = &fp->ev[(fp->ev_head + i) & mask];
-
-		if (ev->handle == handle)
-			continue;
-		if (kept != i)
-			fp->ev[(fp->ev_head + kept) & mask] = *ev;
-		kept++;
+	if (!g) {
+		kmemleak_not_leak(pt);
+		return;
 	}
-	fp->ev_count = kept;
-	spin_unlock_irqrestore(&fp->ev_lock, flags);
+	g->pt = pt;
+	spin_lock(&fp_pt_graves_lock);
+	list_add_tail(&g->node, &fp_pt_graves);
+	spin_unlock(&fp_pt_graves_lock);
+}
+
+/* The page-table struct of a ring whose pages are given back. */
+static void fp_pt_free(struct nvidia_p2p_page_table *pt, enum fp_cb_cause cause)
+{
+	if (cause == FP_CB_INVALIDATE) {
+		/*
+		 * NVIDIA's module calls mmu_notifier_put() on an invalidation:
+		 * the notifier core frees the embedded notifier later
+		 * (call_srcu), reading the struct.
+		 */
+		fp_pt_bury(pt);
+		return;
+	}
+	/*
+	 * put_pages (mmu_notifier_unregister) or process exit (the notifier
+	 * unhooked in exit_mmap): the core may still walk its list through
+	 * the embedded notifier.
+	 */
+	if (cause == FP_CB_EXIT)
+		mmu_notifier_synchronize();
+	kfree(pt);
+}
+
+/*
+ * Device removal, after the final quiesce: when it saw both channels idle,
+ * no engine touches the parked rings' memory any more, so the rings that
+ * their owners destroyed give back their descriptors, mapping and pages.
+ * Otherwise (or a ring whose file is still open) they stay for ever.
+ */
+void fp_ring_reap_quarantine(struct fp_dev *fdev, bool engine_quiet)
+{
+	struct fp_ring *ring, *tmp;
+	unsigned long flags;
+	LIST_HEAD(reap);
+	u32 kept = 0;
+
+	spin_lock_irqsave(&fdev->quarantine_lock, flags);
+	list_for_each_entry_safe(ring, tmp, &fdev->quarantine, qnode) {
+		if (engine_quiet && ring->destroyed && !ring->abandoned) {
+			list_move_tail(&ring->qnode, &reap);
+		} else {
+			/* Outlives the device that listed it. */
+			kmemleak_not_leak(ring);
+			kept++;
+		}
+	}
+	spin_unlock_irqrestore(&fdev->quarantine_lock, flags);
+
+	list_for_each_entry_safe(ring, tmp, &reap, qnode) {
+		list_del(&ring->qnode);
+		dev_info(fdev->dev, "ring %u: the engine is quiet: quarantined memory freed\n",
+			 ring->handle);
+		ring->quarantined = false;
+		fp_ring_free_dma(ring);
+		if (ring->map) {
+			nvidia_p2p_free_dma_mapping(ring->map);
+			ring->map = NULL;
+		}
+		if (ring->pt) {
+			nvidia_p2p_free_page_table(ring->pt);
+			fp_pt_free(ring->pt, ring->cb_cause);
+			ring->pt = NULL;
+		}
+		fp_ring_put(ring);
+	}
+	if (kept)
+		dev_crit(fdev->dev, "%u quarantined ring(s) kept for ever\n", kept);
+}
+
+/* Module unload: no ring is left, so no callback can bury another. */
+void fp_ring_free_buried(void)
+{
+	struct fp_pt_grave *g, *tmp;
+	LIST_HEAD(graves);
+
+	spin_lock(&fp_pt_graves_lock);
+	list_splice_init(&fp_pt_graves, &graves);
+	spin_unlock(&fp_pt_graves_lock);
+	if (list_empty(&graves))
+		return;
+	mmu_notifier_synchronize();
+	list_for_each_entry_safe(g, tmp, &graves, node) {
+		kfree(g->pt);
+		kfree(g);
+	}
 }
 
 /*
@@ -316,20 +409,17 @@ void fp_ring_destroy(struct fp_ring *ring)
 	spin_lock_irqsave(&ring->lock, flags);
 	cause = ring->cb_cause;
 	spin_unlock_irqrestore(&ring->lock, flags);
+	spin_lock_irqsave(&fdev->quarantine_lock, flags);
+	ring->destroyed = true;
+	spin_unlock_irqrestore(&fdev->quarantine_lock, flags);
 	if (ring->pt) {
-		/*
-		 * After a callback from the notifier itself, the notifier
-		 * core may still be walking its list through the page table's
-		 * embedded notifier: let it finish before the free.
-		 */
-		if (cause == FP_CB_INVALIDATE || cause == FP_CB_EXIT)
-			mmu_notifier_synchronize();
-		/* A quarantined page table still holds the pinned pages. */
-		if (ring->quarantined)
+		if (ring->quarantined) {
+			/* It still holds the pinned pages (reaped or kept). */
 			kmemleak_not_leak(ring->pt);
-		else
-			kfree(ring->pt);
-		ring->pt = NULL;
+		} else {
+			fp_pt_free(ring->pt, cause);
+			ring->pt = NULL;
+		}
 	}
 	if (ring->handle)
 		fp_events_purge(ring->fp, ring->handle);
@@ -471,31 +561,6 @@ static int fp_ring_build(struct fp_ring *ring)
 	return 0;
 }
 
-/* Grow the file's event queue to hold what its rings may queue. */
-static int fp_evq_reserve(struct fp_file *fp, u32 need)
-{
-	struct fpga_p2p_event *ev, *old;
-	unsigned long flags;
-	u32 cap, i;
-
-	cap = roundup_pow_of_two(need + FP_EV_SPARE);
-	if (cap <= fp->ev_cap)
-		return 0;
-	ev = kvmalloc_array(cap, sizeof(*ev), GFP_KERNEL | __GFP_ZERO);
-	if (!ev)
-		return -ENOMEM;
-	spin_lock_irqsave(&fp->ev_lock, flags);
-	for (i = 0; i < fp->ev_count; i++)
-		ev[i] = fp->ev[(fp->ev_head + i) & (fp->ev_cap - 1)];
-	old = fp->ev;
-	fp->ev = ev;
-	fp->ev_cap = cap;
-	fp->ev_head = 0;
-	spin_unlock_irqrestore(&fp->ev_lock, flags);
-	kvfree(old);
-	return 0;
-}
-
 static int fp_ring_check(struct fp_dev *fdev, const struct fpga_p2p_ring *r,
 			 u32 *chunk_bytes)
 {
@@ -602,9 +667,14 @@ int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r)
 		goto abort;
 	}
 	ret = nvidia_p2p_dma_map_pages(fdev->dev, ring->pt, &ring->map,
-				       fp_dma_dir(ring));
+				       fp_ring_dma_dir(ring));
 	if (ret) {
 		ring->map = NULL;
+		goto abort;
+	}
+	/* NVIDIA's returns 0 with no mapping when dma_map_sg() fails. */
+	if (!ring->map) {
+		ret = -ENOMEM;
 		goto abort;
 	}
 	if (!NVIDIA_P2P_DMA_MAPPING_VERSION_COMPATIBLE(ring->map)) {
@@ -619,7 +689,10 @@ int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r)
 	if (ret)
 		goto abort;
 	if (dir == FP_H2C) {
-		ret = fp_h2c_start(ring);
+		/* Removal waits for us under fdev->lock: no start on a gone device. */
+		mutex_lock(&fdev->lock);
+		ret = fdev->dead ? -ENODEV : fp_h2c_start(ring);
+		mutex_unlock(&fdev->lock);
 		if (ret)
 			goto abort;
 	}

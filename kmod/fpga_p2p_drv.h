@@ -2,7 +2,7 @@
 /*
  * fpga_p2p: driver-internal declarations.
  *
- * Objects: one fp_dev per card (or model instance); one fp_file per open of
+ * Objects: one fp_dev per card; one fp_file per open of
  * /dev/fpga-p2pN; at most one capture and one transmit fp_ring per file and
  * per device.
  *
@@ -31,13 +31,17 @@
 #include <linux/atomic.h>
 #include <linux/completion.h>
 #include <linux/device.h>
+#include <linux/dma-direction.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
 #include <linux/kref.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
+#include <linux/pci.h>
 #include <linux/sizes.h>
+#include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/timer.h>
 #include <linux/types.h>
 #include <linux/wait.h>
 #include <linux/nv-p2p.h>
@@ -135,19 +139,22 @@ struct fp_counters {
 	atomic64_t tx_completed;
 	atomic64_t event_overflows;
 	atomic64_t dma_timeouts;
+	atomic64_t lost_irqs;
+	atomic64_t quarantined;
 };
-
-struct fp_model;
 
 struct fp_dev {
 	struct kref ref;
-	struct device *dev;		/* DMA device: PCI function or model */
+	struct pci_dev *pdev;
+	struct device *dev;		/* &pdev->dev: the DMA device */
 	struct miscdevice misc;		/* /dev/fpga-p2pN */
 	char name[16];
 	int index;			/* N */
 	void __iomem *bar[FP_BARS];
-	struct fp_model *model;
 	int irq;
+	struct timer_list watchdog;	/* interrupt-loss watchdog */
+	u64 wd_irqs;			/* irqs at its last tick */
+	unsigned long wd_period;	/* jiffies, set at each START */
 
 	struct mutex lock;		/* files, claim[], dead, building */
 	bool dead;
@@ -164,6 +171,13 @@ struct fp_dev {
 
 	spinlock_t irq_lock;		/* active[] for the IRQ handler */
 	struct fp_ring *active[FP_DIRS];
+
+	/*
+	 * Rings whose engine did not stop: their descriptors, mapping and
+	 * pinned pages are kept until removal finds the engine quiet.
+	 */
+	spinlock_t quarantine_lock;
+	struct list_head quarantine;
 
 	struct fp_counters cnt;
 
@@ -220,6 +234,9 @@ struct fp_ring {
 	bool put_claimed;		/* the owner took over put_pages */
 	bool teardown_claimed;
 	bool quarantined;		/* engine did not stop: DMA memory kept */
+	bool abandoned;			/* a teardown wait gave up: kept for ever */
+	bool destroyed;			/* fp_ring_destroy() ran (quarantine_lock) */
+	struct list_head qnode;		/* on fdev->quarantine while parked */
 	struct completion torn_down;
 
 	/*
@@ -252,6 +269,8 @@ struct fp_ring {
 	u32 eng_head;
 	u32 eng_count;
 	bool chunk_events;
+	bool meta_wait;			/* end of frame seen, metadata not yet */
+	unsigned long meta_wait_since;	/* jiffies */
 
 	/* Transmit. */
 	struct fp_tx *txq;
@@ -259,29 +278,14 @@ struct fp_ring {
 	u32 txq_count;
 };
 
-/* Register access: the card's BARs or the model's register file. */
-#ifdef FPGA_P2P_MODEL
-u32 fp_model_read(struct fp_model *m, int bar, u32 off);
-void fp_model_write(struct fp_model *m, int bar, u32 off, u32 val);
-#endif
-
+/* Register access: the card's BARs. */
 static inline u32 fp_rd(struct fp_dev *fdev, int bar, u32 off)
 {
-#ifdef FPGA_P2P_MODEL
-	if (fdev->model)
-		return fp_model_read(fdev->model, bar, off);
-#endif
 	return ioread32(fdev->bar[bar] + off);
 }
 
 static inline void fp_wr(struct fp_dev *fdev, int bar, u32 off, u32 val)
 {
-#ifdef FPGA_P2P_MODEL
-	if (fdev->model) {
-		fp_model_write(fdev->model, bar, off, val);
-		return;
-	}
-#endif
 	iowrite32(val, fdev->bar[bar] + off);
 }
 
@@ -334,17 +338,61 @@ static inline dma_addr_t fp_result_dma(struct fp_ring *ring, u32 i)
 	       (i % per) * sizeof(struct xdma_c2h_result);
 }
 
-/* fp_main.c */
-struct fp_dev *fp_dev_create(struct device *dev, int irq, bool irq_shared,
-			     void __iomem * const *bars, struct fp_model *model);
-void fp_dev_destroy(struct fp_dev *fdev);
-void fp_dev_put(struct fp_dev *fdev);
-void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c);
+/*
+ * The layers, bottom first; each file calls only into those below it:
+ * fp_event.c (events, wake-ups), fp_engine.c (the XDMA engine, syncs,
+ * counters), fp_ring.c (registration through nv-p2p, descriptors,
+ * revocation), fp_fops.c (the character device), fp_main.c (probe, device
+ * lifetime, module init).
+ */
 
-/* fp_fops.c */
-extern const struct file_operations fp_fops;
+/*
+ * The card was surprise-removed (what pci_dev_is_disconnected() says; 5.15,
+ * the Jetson's kernel, keeps that in the PCI core's private header).
+ */
+static inline bool fp_card_gone(struct fp_dev *fdev)
+{
+	return READ_ONCE(fdev->pdev->error_state) == pci_channel_io_perm_failure;
+}
+
+static inline enum dma_data_direction fp_ring_dma_dir(struct fp_ring *ring)
+{
+	return ring->dir == FP_C2H ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
+}
+
+static inline void fp_dev_release(struct kref *ref)
+{
+	struct fp_dev *fdev = container_of(ref, struct fp_dev, ref);
+
+	pci_dev_put(fdev->pdev);
+	kfree(fdev);
+}
+
+static inline void fp_dev_put(struct fp_dev *fdev)
+{
+	kref_put(&fdev->ref, fp_dev_release);
+}
+
+/* fp_event.c */
 void fp_event_push(struct fp_file *fp, const struct fpga_p2p_event *ev);
 void fp_file_wake(struct fp_file *fp);
+void fp_events_purge(struct fp_file *fp, u32 handle);
+int fp_evq_reserve(struct fp_file *fp, u32 need);
+
+/* fp_engine.c */
+void fp_watchdog_init(struct fp_dev *fdev);
+int fp_hw_init(struct fp_dev *fdev);
+int fp_hw_shutdown(struct fp_dev *fdev);
+irqreturn_t fp_irq(int irq, void *data);
+int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s);
+int fp_c2h_stop(struct fp_ring *ring);
+int fp_h2c_start(struct fp_ring *ring);
+int fp_engine_stop(struct fp_ring *ring);
+int fp_release_slot(struct fp_ring *ring, u32 slot);
+int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx);
+int fp_ring_errno(enum fp_ring_state state);
+void fp_sync(struct fp_ring *ring, bool for_cpu);
+void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c);
 
 /* fp_ring.c */
 int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r);
@@ -353,23 +401,11 @@ void fp_ring_destroy(struct fp_ring *ring);
 void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why);
 struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle);
 void fp_ring_put(struct fp_ring *ring);
-int fp_ring_errno(enum fp_ring_state state);
-void fp_sync(struct fp_ring *ring, u32 slot, u32 bytes, bool for_cpu);
+void fp_ring_free_buried(void);
+void fp_ring_abandon(struct fp_ring *ring, const char *what);
+void fp_ring_reap_quarantine(struct fp_dev *fdev, bool engine_quiet);
 
-/* fp_engine.c */
-int fp_hw_init(struct fp_dev *fdev);
-void fp_hw_shutdown(struct fp_dev *fdev);
-irqreturn_t fp_irq(int irq, void *data);
-int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s);
-int fp_c2h_stop(struct fp_ring *ring);
-int fp_h2c_start(struct fp_ring *ring);
-int fp_engine_stop(struct fp_ring *ring);
-int fp_release_slot(struct fp_ring *ring, u32 slot);
-int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx);
-
-#ifdef FPGA_P2P_MODEL
-int fp_model_init(unsigned int count);
-void fp_model_exit(void);
-#endif
+/* fp_fops.c */
+extern const struct file_operations fp_fops;
 
 #endif /* FPGA_P2P_DRV_H */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Register map of the radar FPGA card, shared by the driver and the FPGA
- * model: the AMD/Xilinx DMA/Bridge Subsystem for PCI Express (XDMA, PG195)
- * registers that the driver uses, the XDMA descriptor and C2H stream
+ * Register map of the radar FPGA card, shared by the driver and the
+ * emulated card of the tests (tests/qemu/fpga-card/): the AMD/Xilinx
+ * DMA/Bridge Subsystem for PCI Express (XDMA, PG195) registers that the
+ * driver uses, the XDMA descriptor and C2H stream
  * writeback formats, and our user register block. board/fpga/registers.md
  * describes the same map in prose.
  *
@@ -171,11 +172,23 @@ struct xdma_c2h_result {
 #define FP_UB_CAP_ADC			BIT(0)
 #define FP_UB_CAP_TEST_PATTERN		BIT(1)
 #define FP_UB_CAP_PLAYBACK		BIT(2)
-#define FP_UB_CAP_MODEL			BIT(31)	/* the software model */
+#define FP_UB_CAP_MODEL			BIT(31)	/* an emulated card */
 
-/* Stream control. A rising edge of ENABLE resets the sequence number, the
- * frame credits, both FIFOs' stream state and the drop counters, and starts
- * the first frame; clearing ENABLE abandons the frame in progress.
+/*
+ * Stream control; the contract the driver relies on (board/fpga/registers.md):
+ * - A rising edge of ENABLE latches the geometry, resets the sequence number,
+ *   the drop counters and the metadata overflow flag, and starts the first
+ *   frame. Frame credits granted while ENABLE was clear survive the edge (the
+ *   driver grants them before it sets ENABLE).
+ * - A falling edge stops the source at once: the packet in flight is cut
+ *   without TLAST and never completes (no EOP, no writeback, no metadata);
+ *   frame credits and the metadata FIFO are cleared. The driver clears Run of
+ *   the C2H channel after ENABLE and before the next rising edge, which
+ *   discards the partly filled descriptor.
+ * - A frame's metadata entry is pushed before its last descriptor completes
+ *   (so the interrupt for that descriptor finds it); an entry found missing
+ *   is looked for again on the next interrupt or watchdog tick, and only one
+ *   that never comes is a stream fault.
  */
 #define FP_UB_CTRL			0x100	/* RW */
 #define FP_UB_CTRL_ENABLE		BIT(0)

@@ -5,7 +5,11 @@
 #   sparse    make C=2 (sparse on every file), no sparse warning allowed
 #   checkpatch  checkpatch.pl --strict on every .c/.h, no error/warning/check
 #   arm64     cross-build against an arm64 6.1 tree (defconfig + modules_prepare)
-# Each build is done with and without the FPGA model (FPGA_P2P_MODEL=1).
+#   jetson    cross-build for the Jetson's kernel line: the arm64 5.15 tree with
+#             L4T r36's config in ../shared/kbuild/, through NVIDIA's own
+#             nv-p2p.h and Module.symvers (no shim), W=1 and sparse, no
+#             warning allowed; the module must say depends: nvidia-p2p
+# The card is not in the module (it is an emulated PCI device in QEMU).
 # Prints PASS/FAIL per check, exits non-zero if any failed. Logs in
 # target/kmod-checks/.
 #
@@ -22,7 +26,7 @@ mkdir -p "$logdir"
 only=("$@")
 
 ensure_pkgs build-essential bc bison flex libelf-dev libssl-dev kmod sparse perl \
-	linux-headers-amd64 gcc-aarch64-linux-gnu
+	linux-headers-amd64 gcc-aarch64-linux-gnu xz-utils
 [ -f "$kmod_src/Makefile" ] || die "no $kmod_src/Makefile"
 
 kver=''
@@ -78,14 +82,12 @@ build() {
 }
 
 check_w1() {
-	build w1-model "$debian_kdir" W=1 FPGA_P2P_MODEL=1 &&
-		build w1 "$debian_kdir" W=1
+	build w1 "$debian_kdir" W=1
 }
 
 check_sparse() {
 	# C=2 runs sparse on every source whether or not it needs rebuilding.
-	build sparse-model "$debian_kdir" C=2 FPGA_P2P_MODEL=1 &&
-		build sparse "$debian_kdir" C=2
+	build sparse "$debian_kdir" C=2
 }
 
 check_checkpatch() {
@@ -141,12 +143,42 @@ arm64_tree() {
 check_arm64() {
 	local kdir
 	kdir=$(arm64_tree) || { echo "  preparing the arm64 tree failed"; return 1; }
-	build arm64 "$kdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- W=1 &&
-		build arm64-model "$kdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- W=1 FPGA_P2P_MODEL=1
+	build arm64 "$kdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- W=1
+}
+
+# The Jetson kbuild tree: ../shared/kbuild beside the repository (CI clones
+# the repository with shared/ next to it). RADAR_SHARED_DIR overrides ../shared.
+check_jetson() {
+	local kb=${RADAR_SHARED_DIR:-"$top/../shared"}/kbuild
+	local dir="$tmp/jetson" logf="$logdir/jetson.log" ko deps
+	[ -x "$kb/build-module.sh" ] || [ -f "$kb/build-module.sh" ] ||
+		{ echo "  no $kb/build-module.sh"; return 1; }
+	rm -rf "$dir"
+	cp -a "$kmod_src" "$dir"
+	make -C "$dir" clean >/dev/null 2>&1 || true
+	# FAIL_ON_WARN: any gcc, sparse, kbuild or modpost warning fails it.
+	if ! FAIL_ON_WARN=1 bash "$kb/build-module.sh" "$dir" C=1 >"$logf" 2>&1; then
+		grep -E '(warning|error):|^(WARNING|ERROR):|^=== ' "$logf" | head -n 30
+		echo "  build failed or warned (log: $logf)"
+		return 1
+	fi
+	grep '^=== ' "$logf" | sed 's/^/  /'
+	ko="$dir/fpga_p2p.ko"
+	[ -f "$ko" ] || { echo "  no fpga_p2p.ko"; return 1; }
+	if [ -n "$(find "$dir" -name 'nvp2p_shim.ko' -print -quit)" ]; then
+		echo "  the shim was built although NVIDIA's header was given"
+		return 1
+	fi
+	deps=$(modinfo -F depends "$ko")
+	echo "  $(modinfo -F vermagic "$ko"); depends: $deps"
+	case ,$deps, in
+	*,nvidia-p2p,*) ;;
+	*) echo "  fpga_p2p.ko does not depend on nvidia-p2p"; return 1 ;;
+	esac
 }
 
 failed=0
-for check in w1 sparse checkpatch arm64; do
+for check in w1 sparse checkpatch arm64 jetson; do
 	if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qx "$check"; then
 		continue
 	fi

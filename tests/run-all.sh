@@ -46,8 +46,16 @@ step rust:nostd bash tests/diag-proto-nostd.sh
 # yocto-layer/conf/distro/radar.conf), in its own target dir.
 step rust:msrv env CARGO_TARGET_DIR=target/msrv cargo +1.88.0 build --workspace --locked
 step kmod bash tests/kmod-checks.sh
+# QEMU with the emulated FPGA card (cached in ~/.cache/radar-qemu like the
+# debug kernel; a first build takes minutes), then every suite against it.
+step qemu:build bash tests/qemu/build-qemu.sh
 step qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
 step qemu:debug bash tests/qemu/run.sh --kernel debug --suite all
+# The same suites against NVIDIA's own nvidia-p2p module (../shared/nvidia-p2p).
+step qemu:debian:nvidia bash tests/qemu/run.sh --kernel debian --suite all --p2p nvidia
+step qemu:debug:nvidia bash tests/qemu/run.sh --kernel debug --suite all --p2p nvidia
+# Every DMA bounced (swiotlb=force, IOMMU off): a wrong sync is a byte mismatch.
+step qemu:debian:swiotlb bash tests/qemu/run.sh --kernel debian --suite all --swiotlb
 # The detectors themselves: a deliberately broken module must be caught.
 step qemu:selftest bash tests/qemu/run.sh --kernel debug --selftest
 step radard bash tests/radard-smoke.sh

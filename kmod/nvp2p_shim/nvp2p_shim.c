@@ -12,7 +12,9 @@
  * tables, pinned pages, mappings, notifiers, callbacks by cause),
  * nvp2p_shim/registrations (one line per watched registration) and
  * nvp2p_shim/revoke (write "all", "<pid>" or "<pid> <vaddr>" to run the
- * callbacks of those registrations now, as if their memory had gone away).
+ * callbacks of those registrations now, as if their memory had gone away)
+ * and nvp2p_shim/fail_dma_map (the next N dma_map_pages calls fail the way
+ * NVIDIA's does when dma_map_sg() fails: return 0 with *dma_mapping NULL).
  *
  * Differences from NVIDIA's implementation, all on the safe side:
  *  - pages are pinned with pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM)
@@ -94,6 +96,9 @@ static atomic_long_t shim_get_failed;
 static atomic_long_t shim_callbacks[SHIM_CAUSES];
 
 static struct dentry *shim_debugfs;
+/* dma_map_pages calls still to fail (debugfs fail_dma_map). */
+static atomic_t shim_fail_dma_map = ATOMIC_INIT(0);
+static atomic_long_t shim_dma_map_failed;
 
 static struct shim_table *to_shim(struct nvidia_p2p_page_table *pt)
 {
@@ -433,6 +438,12 @@ int nvidia_p2p_dma_map_pages(struct device *dev,
 	nr = READ_ONCE(page_table->entries);
 	if (!nr)
 		return -EINVAL;
+	/* As NVIDIA's when dma_map_sg() maps nothing: no mapping, no error. */
+	if (atomic_add_unless(&shim_fail_dma_map, -1, 0)) {
+		atomic_long_inc(&shim_dma_map_failed);
+		*dma_mapping = NULL;
+		return 0;
+	}
 
 	map = kzalloc(sizeof(*map), GFP_KERNEL);
 	snap = kvmalloc_array(nr, sizeof(*snap), GFP_KERNEL | __GFP_NOWARN);
@@ -583,6 +594,8 @@ static int shim_stats_show(struct seq_file *m, void *unused)
 		   atomic_long_read(&shim_callbacks[SHIM_CAUSE_PUT]));
 	seq_printf(m, "callbacks_revoke %ld\n",
 		   atomic_long_read(&shim_callbacks[SHIM_CAUSE_REVOKE]));
+	seq_printf(m, "dma_map_failed %ld\n",
+		   atomic_long_read(&shim_dma_map_failed));
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(shim_stats);
@@ -645,6 +658,8 @@ static int __init nvp2p_shim_init(void)
 			    &shim_registrations_fops);
 	debugfs_create_file("revoke", 0200, shim_debugfs, NULL,
 			    &shim_revoke_fops);
+	debugfs_create_atomic_t("fail_dma_map", 0600, shim_debugfs,
+				&shim_fail_dma_map);
 	return 0;
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * fpga_p2p_test: exercises /dev/fpga-p2pN through its uapi, against the FPGA
- * model (fpga_p2p.ko model_devices=1) and nvp2p_shim.ko. Every mode checks
+ * fpga_p2p_test: exercises /dev/fpga-p2pN through its uapi, against the
+ * emulated card in QEMU (tests/qemu/fpga-card/; its test port BAR2 injects
+ * faults) and nvp2p_shim.ko. Every mode checks
  * and exits non-zero on the first failure, printing why.
  *
  *   fpga_p2p_test info
@@ -9,12 +10,12 @@
  *                        [-p period_ns] [-e (chunk events)]
  *   fpga_p2p_test hold   [-n frames]       a held slot is never written;
  *                                          frames dropped at the source
- *   fpga_p2p_test faults [-n frames]       model fault injection seen
+ *   fpga_p2p_test faults [-n frames]       the card's fault injection seen
  *   fpga_p2p_test revoke [-n cycles]       munmap / debugfs revoke while streaming
  *   fpga_p2p_test kill   [-n cycles]       kill -9 while streaming
  *   fpga_p2p_test fuzz   [-n calls]        hostile ioctl arguments
  *   fpga_p2p_test duplex [-n frames]       transmit while capturing; playback
- *   fpga_p2p_test remove                   model device removed while open
+ *   fpga_p2p_test remove                   PCI removal of the card while open
  *   fpga_p2p_test events                   read() semantics, queue overflow
  *   fpga_p2p_test race   [-n seconds]      threads racing revocation
  *   fpga_p2p_test remove-race [-n cycles]  device removal under threads
@@ -56,7 +57,15 @@ static int opt_events;
 static int opt_noverify;
 
 #define SHIM_DIR "/sys/kernel/debug/nvp2p_shim"
-#define MODEL_DIR "/sys/kernel/debug/fpga_p2p_model"
+#define PCI_DIR "/sys/bus/pci/devices"
+/* The emulated card's test port (tests/qemu/fpga-card/fpga_card_test.h). */
+#define CARD_TEST_BAR_LEN	0x20000
+#define CARD_TEST_ID		0x000
+#define CARD_TEST_ID_VALUE	0x54455354
+#define CARD_DROP_EVERY		0x004
+#define CARD_SHORT_EVERY	0x008
+#define CARD_CORRUPT_EVERY	0x00c
+#define CARD_C2H_DESC_ERROR	0x010
 
 static void die(const char *fmt, ...)
 {
@@ -451,12 +460,79 @@ static void cmd_hold(void)
 	       got, st.dropped);
 }
 
-static void model_set(const char *knob, const char *val)
+/* The PCI directory of the first card (vendor 0x10ee, device 0x9038). */
+static const char *card_dir(void)
 {
-	char path[128];
+	static char dir[300];
+	char path[320], id[16];
+	struct dirent *e;
+	DIR *d = opendir(PCI_DIR);
+	FILE *f;
+	int ok;
 
-	snprintf(path, sizeof(path), MODEL_DIR "/0/%s", knob);
-	write_file(path, val);
+	CHECK(d, "no " PCI_DIR);
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), PCI_DIR "/%s/vendor", e->d_name);
+		f = fopen(path, "r");
+		ok = f && fgets(id, sizeof(id), f) && !strncmp(id, "0x10ee", 6);
+		if (f)
+			fclose(f);
+		snprintf(path, sizeof(path), PCI_DIR "/%s/device", e->d_name);
+		f = ok ? fopen(path, "r") : NULL;
+		ok = f && fgets(id, sizeof(id), f) && !strncmp(id, "0x9038", 6);
+		if (f)
+			fclose(f);
+		if (ok) {
+			snprintf(dir, sizeof(dir), PCI_DIR "/%s", e->d_name);
+			closedir(d);
+			return dir;
+		}
+	}
+	closedir(d);
+	die("no FPGA card under " PCI_DIR);
+	return NULL;
+}
+
+/* A fault injection register of the emulated card's test port. */
+static void card_set(unsigned int off, uint32_t val)
+{
+	static uint32_t *port;
+
+	if (!port) {
+		char path[320];
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/resource2", card_dir());
+		fd = open(path, O_RDWR);
+		CHECK(fd >= 0, "%s: %s (not the emulated card?)", path,
+		      strerror(errno));
+		port = mmap(NULL, CARD_TEST_BAR_LEN, PROT_READ | PROT_WRITE,
+			    MAP_SHARED, fd, 0);
+		close(fd);
+		CHECK(port != MAP_FAILED, "mmap %s: %s", path, strerror(errno));
+		/* MMIO: __atomic accesses are single, untorn 32-bit ones. */
+		CHECK(__atomic_load_n(&port[CARD_TEST_ID / 4], __ATOMIC_SEQ_CST) ==
+		      CARD_TEST_ID_VALUE,
+		      "%s is not the emulated card's test port", path);
+	}
+	__atomic_store_n(&port[off / 4], val, __ATOMIC_SEQ_CST);
+}
+
+/* PCI removal of the card, as a hot unplug does it. */
+static void card_remove(void)
+{
+	char path[330];
+
+	snprintf(path, sizeof(path), "%s/remove", card_dir());
+	write_file(path, "1");
+}
+
+/* The card comes back (a rescan probes it again). */
+static void card_rescan(void)
+{
+	write_file("/sys/bus/pci/rescan", "1");
 }
 
 static void cmd_faults(void)
@@ -472,15 +548,15 @@ static void cmd_faults(void)
 	int ret;
 
 	counters(fd, &c0);
-	model_set("drop_every", "7");
-	model_set("short_every", "11");
-	model_set("corrupt_every", "13");
+	card_set(CARD_DROP_EVERY, 7);
+	card_set(CARD_SHORT_EVERY, 11);
+	card_set(CARD_CORRUPT_EVERY, 13);
 	h = reg_ring(fd, ring, opt_slot_bytes, opt_slots, FPGA_P2P_DIR_C2H, 0);
 	start(fd, h, FPGA_P2P_SRC_TEST_PATTERN, 0, 0);
 	stream_verify(fd, h, ring, opt_slot_bytes, opt_slot_bytes, frames, &st, 1);
-	model_set("drop_every", "0");
-	model_set("short_every", "0");
-	model_set("corrupt_every", "0");
+	card_set(CARD_DROP_EVERY, 0);
+	card_set(CARD_SHORT_EVERY, 0);
+	card_set(CARD_CORRUPT_EVERY, 0);
 	counters(fd, &c1);
 	CHECK(st.short_frames && st.corrupt && st.dropped,
 	      "faults not seen: %lu short %lu corrupt %lu dropped",
@@ -489,7 +565,7 @@ static void cmd_faults(void)
 	CHECK(c1.drops_fault > c0.drops_fault, "fault drops not counted");
 	CHECK(c1.short_frames > c0.short_frames, "short frames not counted");
 	/* A descriptor error stops capture with EV_FAULT. */
-	model_set("c2h_error", "1");
+	card_set(CARD_C2H_DESC_ERROR, 1);
 	for (;;) {
 		ret = wait_ev(fd, FPGA_P2P_NO_SLOT, FPGA_P2P_NO_SLOT, &ev);
 		CHECK(!ret, "no fault event: %s", strerror(-ret));
@@ -918,7 +994,7 @@ static void cmd_duplex(void)
 	       got, done);
 }
 
-/* The model device goes away under open files and streaming. */
+/* The card goes away (PCI removal) under open files and streaming. */
 static void cmd_remove(void)
 {
 	size_t bytes = opt_slot_bytes * opt_slots;
@@ -933,7 +1009,7 @@ static void cmd_remove(void)
 
 	start(fd, h, FPGA_P2P_SRC_TEST_PATTERN, 0, 0);
 	stream_verify(fd, h, ring, opt_slot_bytes, opt_slot_bytes, 5, &st, 0);
-	write_file(MODEL_DIR "/remove", "0");
+	card_remove();
 	do
 		ret = wait_ev(fd, FPGA_P2P_NO_SLOT, FPGA_P2P_NO_SLOT, &ev);
 	while (!ret);
@@ -945,7 +1021,7 @@ static void cmd_remove(void)
 	shim_check_clean();
 	close(fd);
 	CHECK(open(dev_path, O_RDWR) < 0, "device node still opens");
-	write_file(MODEL_DIR "/add", "1");
+	card_rescan();
 	result("remove", "device removed while streaming; file closed cleanly");
 }
 
@@ -1077,21 +1153,6 @@ static void cmd_race(void)
 	       loops);
 }
 
-/* The id of the first model device (its debugfs directory). */
-static int model_id(void)
-{
-	DIR *d = opendir(MODEL_DIR);
-	struct dirent *e;
-	int id = -1;
-
-	CHECK(d, "no " MODEL_DIR);
-	while ((e = readdir(d)))
-		if (e->d_name[0] >= '0' && e->d_name[0] <= '9')
-			id = atoi(e->d_name);
-	closedir(d);
-	return id;
-}
-
 /* The device goes away under threads registering, streaming and polling. */
 static void cmd_remove_race(void)
 {
@@ -1101,22 +1162,23 @@ static void cmd_remove_race(void)
 	race_mem = ring_alloc(race_bytes);
 	for (unsigned long i = 0; i < cycles; i++) {
 		pthread_t t[2];
-		char id[16];
 
 		race_stop = 0;
 		race_fd = dev_open();
 		pthread_create(&t[0], NULL, race_owner, &loops);
 		pthread_create(&t[1], NULL, race_poker, NULL);
 		usleep(50000 + rnd() % 400000);
-		snprintf(id, sizeof(id), "%d", model_id());
-		write_file(MODEL_DIR "/remove", id);
+		card_remove();
 		usleep(rnd() % 100000);
 		race_stop = 1;
 		pthread_join(t[0], NULL);
 		pthread_join(t[1], NULL);
 		close(race_fd);
 		shim_check_clean();
-		write_file(MODEL_DIR "/add", "1");
+		card_rescan();
+		/* The next cycle opens the node that the new probe creates. */
+		for (int w = 0; w < 100 && access(dev_path, F_OK); w++)
+			usleep(20000);
 	}
 	result("remove-race", "%lu removals under %lu stream loops", cycles,
 	       loops);

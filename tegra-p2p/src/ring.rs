@@ -6,6 +6,14 @@
 //! pointer per slot, and `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS` set on the region
 //! (as NVIDIA's nv-p2p sample does before the memory is pinned for DMA).
 //! Without CUDA: anonymous page-aligned `mmap`, populated and `mlock`ed.
+//!
+//! Either way the ring starts one guard page past the start of its
+//! allocation and is marked `MADV_DONTFORK`. NVIDIA's Tegra `nvidia-p2p`
+//! revokes a registration on any mmu-notifier invalidation whose range holds
+//! the ring's start address, its end included: without the guard, a munmap
+//! or mprotect of the mapping that ends exactly where the ring starts would
+//! revoke it, and a `fork()` would (its copy-on-write protection of private
+//! memory is such an invalidation) unless the ring is not inherited.
 
 use std::ptr::NonNull;
 
@@ -13,6 +21,8 @@ use crate::error::{Error, Result};
 use crate::uapi::FPGA_P2P_SLOT_ALIGN;
 
 const ALIGN: usize = FPGA_P2P_SLOT_ALIGN as usize;
+/// Bytes of the allocation below the ring's start that no registration covers.
+pub const GUARD_BYTES: usize = ALIGN;
 
 /// The most bytes a slot may hold: the kernel module's limit
 /// (`FP_MAX_SLOT_BYTES` in kmod/fpga_p2p_drv.h, reported by INFO as
@@ -64,9 +74,8 @@ impl RingConfig {
 }
 
 enum Backing {
-    Mmap {
-        len: usize,
-    },
+    /// The whole mapping: the guard page, then the ring.
+    Mmap { start: NonNull<u8>, len: usize },
     #[cfg(feature = "cuda")]
     // Held for its Drop (cuMemFreeHost).
     Cuda(#[allow(dead_code)] crate::cuda::CudaHostAlloc),
@@ -154,8 +163,12 @@ impl RingMemory {
 
     #[cfg(feature = "cuda")]
     fn new_cuda(cfg: &RingConfig, len: usize, mut warnings: Vec<String>) -> Result<Self> {
-        let alloc = crate::cuda::CudaHostAlloc::new(len, ALIGN)?;
-        let base = alloc.host_base();
+        let alloc = crate::cuda::CudaHostAlloc::new(len + GUARD_BYTES, ALIGN)?;
+        // SAFETY: the allocation holds GUARD_BYTES more than the ring.
+        let base = unsafe { NonNull::new_unchecked(alloc.host_base().as_ptr().add(GUARD_BYTES)) };
+        if let Err(e) = dont_fork(base, len) {
+            warnings.push(format!("ring not excluded from fork(): {e}"));
+        }
         let mut device_ptrs = Vec::with_capacity(cfg.nr_slots as usize);
         for s in 0..cfg.nr_slots as usize {
             // SAFETY: s < nr_slots, so the offset stays inside the allocation.
@@ -186,33 +199,68 @@ impl RingMemory {
     }
 
     fn new_host(cfg: &RingConfig, len: usize, mut warnings: Vec<String>) -> Result<Self> {
+        let total = len
+            .checked_add(GUARD_BYTES)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "ring size",
+                reason: "too large".into(),
+            })?;
+        // The guard page and the ring in one reservation, no access yet.
         // SAFETY: anonymous private mapping chosen by the kernel; no existing
         // memory is affected. The result is checked against MAP_FAILED.
-        let p = unsafe {
+        let start = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
+                total,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if start == libc::MAP_FAILED {
+            return Err(Error::Memory {
+                op: "mmap",
+                reason: format!("{total} bytes: {}", std::io::Error::last_os_error()),
+            });
+        }
+        let start = NonNull::new(start.cast::<u8>()).ok_or_else(|| Error::Memory {
+            op: "mmap",
+            reason: "null mapping".into(),
+        })?;
+        let unmap = |e: Error| {
+            // SAFETY: the reservation made above, not yet handed out.
+            unsafe { libc::munmap(start.as_ptr().cast(), total) };
+            e
+        };
+        // SAFETY: the range lies inside the reservation above (MAP_FIXED
+        // replaces only our own PROT_NONE pages); checked against MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                start.as_ptr().add(GUARD_BYTES).cast(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE | libc::MAP_FIXED,
                 -1,
                 0,
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(Error::Memory {
+            return Err(unmap(Error::Memory {
                 op: "mmap",
                 reason: format!("{len} bytes: {}", std::io::Error::last_os_error()),
-            });
+            }));
         }
         let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| Error::Memory {
             op: "mmap",
             reason: "null mapping".into(),
         })?;
+        dont_fork(base, len).map_err(unmap)?;
         let mut ring = Self {
             base,
             nr_slots: cfg.nr_slots,
             slot_bytes: cfg.slot_bytes,
-            backing: Backing::Mmap { len },
+            backing: Backing::Mmap { start, len: total },
             locked: false,
             device_ptrs: Vec::new(),
             warnings: Vec::new(),
@@ -301,13 +349,27 @@ impl RingMemory {
     }
 }
 
+/// Keeps the ring out of child processes: a `fork()` neither shares it nor
+/// write-protects it for copy-on-write (an invalidation NVIDIA's nvidia-p2p
+/// takes for a revocation).
+fn dont_fork(base: NonNull<u8>, len: usize) -> Result<()> {
+    // SAFETY: advice on a range of memory this value owns; no data changes.
+    if unsafe { libc::madvise(base.as_ptr().cast(), len, libc::MADV_DONTFORK) } != 0 {
+        return Err(Error::Memory {
+            op: "madvise(MADV_DONTFORK)",
+            reason: std::io::Error::last_os_error().to_string(),
+        });
+    }
+    Ok(())
+}
+
 impl Drop for RingMemory {
     fn drop(&mut self) {
         match &self.backing {
-            Backing::Mmap { len } => {
-                // SAFETY: unmapping exactly the mapping this value created; no
-                // borrow of it can outlive `self`.
-                unsafe { libc::munmap(self.base.as_ptr().cast(), *len) };
+            Backing::Mmap { start, len } => {
+                // SAFETY: unmapping exactly the mapping this value created
+                // (guard and ring); no borrow of it can outlive `self`.
+                unsafe { libc::munmap(start.as_ptr().cast(), *len) };
             }
             #[cfg(feature = "cuda")]
             Backing::Cuda(_) => {} // CudaHostAlloc frees itself.
@@ -335,6 +397,45 @@ mod tests {
         unsafe { r.slot_mut(1, 0, 8192) }.fill(0xAB);
         // SAFETY: as above.
         assert!(unsafe { r.slot_mut(1, 0, 8192) }.iter().all(|&b| b == 0xAB));
+    }
+
+    /// The VMA of /proc/self/smaps holding `addr`: (permissions, VmFlags).
+    fn vma_of(addr: usize) -> Option<(String, String)> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut hit: Option<String> = None;
+        for line in smaps.lines() {
+            let mut f = line.split_whitespace();
+            let first = f.next().unwrap_or("");
+            if let Some((a, b)) = first.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    if f.clone().count() >= 1 && a <= addr && addr < b {
+                        hit = f.next().map(str::to_string);
+                    } else if hit.is_some() {
+                        return None; // no VmFlags line for the hit
+                    }
+                    continue;
+                }
+            }
+            if let (Some(perms), Some(flags)) = (&hit, line.strip_prefix("VmFlags:")) {
+                return Some((perms.clone(), flags.trim().to_string()));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn host_ring_has_a_guard_page_and_is_not_forked() {
+        let r = RingMemory::new(&RingConfig::new(2, 8192).with_memory(MemoryKind::Host)).unwrap();
+        let base = r.base() as usize;
+        let (perms, flags) = vma_of(base).expect("ring VMA");
+        assert!(perms.starts_with("rw"), "ring perms {perms}");
+        assert!(
+            flags.split_whitespace().any(|f| f == "dc"),
+            "ring VmFlags {flags}: no dc (MADV_DONTFORK)"
+        );
+        let (perms, _) = vma_of(base - GUARD_BYTES).expect("guard VMA");
+        assert_eq!(perms, "---p", "the page below the ring is not a guard");
     }
 
     #[test]

@@ -506,7 +506,9 @@ impl FrameSource for SimSource {
             tx_completed: l(&c.tx_completed),
             event_overflows: l(&c.event_overflows),
             dma_timeouts: l(&c.dma_timeouts),
-            reserved: [0; 3],
+            lost_irqs: 0,
+            quarantined: 0,
+            reserved: [0; 1],
         })
     }
 

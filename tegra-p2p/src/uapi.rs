@@ -164,7 +164,12 @@ pub struct fpga_p2p_counters {
     pub tx_completed: u64,
     pub event_overflows: u64,
     pub dma_timeouts: u64,
-    pub reserved: [u64; 3],
+    /// Completions the interrupt-loss watchdog found (lost interrupts).
+    pub lost_irqs: u64,
+    /// Rings whose memory the module keeps for ever (an engine that did
+    /// not stop, a teardown it gave up waiting for).
+    pub quarantined: u64,
+    pub reserved: [u64; 1],
 }
 
 /// ioctl request numbers, as `_IOR/_IOW/_IOWR` compute them.

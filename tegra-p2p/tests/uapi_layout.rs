@@ -63,7 +63,7 @@ fn rust_fields() -> Vec<(String, String, usize, usize)> {
             desc_errors => desc_errors, irqs => irqs, revocations => revocations,
             tx_submitted => tx_submitted, tx_completed => tx_completed,
             event_overflows => event_overflows, dma_timeouts => dma_timeouts,
-            reserved => reserved }
+            lost_irqs => lost_irqs, quarantined => quarantined, reserved => reserved }
     }
 }
 

@@ -18,16 +18,22 @@
 SUITES='
 stream      900 p2p-suite stream
 ownership   300 p2p-suite ownership
-revocation  300 p2p-suite revocation
-crash       300 p2p-suite crash
-badinput    300 p2p-suite badinput
-duplex      300 p2p-suite duplex --frames 100
+revocation  900 p2p-suite revocation
+crash       900 p2p-suite crash
+badinput    600 p2p-suite badinput
+duplex      300 p2p-suite duplex --frames 300
+neighbours  300 p2p-suite neighbours
+faults      300 p2p-suite faults --probe
 radard      600 sh /etc/radard/suite.sh
-lifecycle   420 /init --lifecycle 50
+lifecycle   900 /init --lifecycle 100
 '
+# The nv-p2p module (radar.p2p=shim|nvidia on the kernel command line):
+# kmod/nvp2p_shim or NVIDIA's own nvidia-p2p. p2p-suite is told which
+# (--p2p), since only the shim has debugfs counters and fault injection.
+P2P=shim
 # Module parameters, and what a lifecycle cycle runs to prove a short stream works.
 SHIM_ARGS=''
-FPGA_ARGS='model_devices=1'
+FPGA_ARGS=''
 SMOKE_CMD='p2p-suite smoke --frames 4'
 # A process that opens the device and sleeps until killed.
 HOLD_CMD='p2p-suite hold-open'
@@ -40,6 +46,15 @@ RES=/dev/ttyS1
 KMEMLEAK=/sys/kernel/debug/kmemleak
 
 # --- helpers -----------------------------------------------------------------
+
+# set_p2p shim|nvidia: which nv-p2p module the suites load (default shim).
+set_p2p() {
+	case ${1:-shim} in
+	nvidia) P2P=nvidia P2P_MOD=nvidia_p2p ;;
+	*) P2P=shim P2P_MOD=nvp2p_shim ;;
+	esac
+	SMOKE_CMD="p2p-suite smoke --frames 4 --p2p $P2P"
+}
 
 # Print the suite table as "name limit" lines.
 list_suites() {
@@ -65,10 +80,14 @@ load_modules() {
 			is_loaded "$m" || insmod "$MODDIR/$ko" || return 1
 		done <"$MODDIR/deps.order"
 	fi
-	# shellcheck disable=SC2086 # the arguments are word lists
-	insmod "$MODDIR/nvp2p_shim.ko" $SHIM_ARGS || return 1
+	if [ "$P2P" = nvidia ]; then
+		insmod "$MODDIR/nvidia-p2p.ko" || return 1
+	else
+		# shellcheck disable=SC2086 # the arguments are word lists
+		insmod "$MODDIR/nvp2p_shim.ko" $SHIM_ARGS || return 1
+	fi
 	# shellcheck disable=SC2086
-	insmod "$MODDIR/fpga_p2p.ko" $FPGA_ARGS || { rmmod nvp2p_shim; return 1; }
+	insmod "$MODDIR/fpga_p2p.ko" $FPGA_ARGS || { rmmod "$P2P_MOD"; return 1; }
 	wait_for "[ -c $DEV ]" 10 || { echo "$DEV did not appear"; return 1; }
 }
 
@@ -109,7 +128,7 @@ unload_one() {
 
 unload_modules() {
 	unload_one fpga_p2p || return 1
-	unload_one nvp2p_shim
+	unload_one "$P2P_MOD"
 }
 
 # wait_for CONDITION SECONDS: poll a shell condition every 0.1 s.
@@ -153,9 +172,9 @@ lifecycle() {
 			unload_modules >/dev/null 2>&1
 			break
 		fi
-		# fpga_p2p uses the shim's symbols: the shim must refuse to go first.
-		if rmmod nvp2p_shim 2>/dev/null || ! is_loaded nvp2p_shim; then
-			fail="cycle $i: nvp2p_shim unloaded while fpga_p2p still used it"
+		# fpga_p2p uses the nv-p2p module's symbols: it must refuse to go first.
+		if rmmod "$P2P_MOD" 2>/dev/null || ! is_loaded "$P2P_MOD"; then
+			fail="cycle $i: $P2P_MOD unloaded while fpga_p2p still used it"
 			break
 		fi
 		if [ $((i % HOLD_EVERY)) -eq 0 ]; then
@@ -215,6 +234,8 @@ run_suite() {
 		fi
 	fi
 	if [ "$load" = ok ]; then
+		# p2p-suite is told which nv-p2p module it runs on.
+		[ "$1" = p2p-suite ] && set -- "$@" --p2p "$P2P"
 		timeout -s KILL "$limit" "$@" >/tmp/suite.out 2>/tmp/suite.err
 		rc=$?
 		# Forward the program's result line(s); everything else is log.
@@ -267,6 +288,7 @@ main() {
 	export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 
 	suite=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^radar\.suite=//p')
+	set_p2p "$(tr ' ' '\n' </proc/cmdline | sed -n 's/^radar\.p2p=//p')"
 	if [ "$suite" = shell ]; then
 		echo "radar-harness: interactive shell; modules in $MODDIR, 'reboot -f' to leave"
 		setsid cttyhack sh -l
@@ -309,6 +331,7 @@ main() {
 	reboot -f
 }
 
+set_p2p "$(tr ' ' '\n' </proc/cmdline 2>/dev/null | sed -n 's/^radar\.p2p=//p')"
 case ${1:-} in
 --list) list_suites ;;
 --lifecycle) lifecycle "${2:-50}" ;;

@@ -39,6 +39,9 @@ REPORT = re.compile(
     r"|possible recursive locking|bad unlock balance|held lock freed"
     r"|blocked for more than \d+ seconds|rcu_\w+ detected stalls|soft lockup"
     r"|unreferenced object 0x|list_(add|del) corruption|UBSAN:|DMA-API: "
+    # The emulated IOMMU refused a DMA of the card (unmapped or wrong
+    # direction): a driver bug, not noise.
+    r"|DMAR: \[DMA (Read|Write)|DMAR: DRHD: handling fault"
 )
 # DMA-API debug's own status lines are not reports.
 NOT_REPORT = re.compile(
@@ -246,6 +249,7 @@ def report(args):
     common = {
         "kernel": args.kernel,
         "kernel_release": (plan or {}).get("kernel", ""),
+        "p2p": args.p2p,
         "boot_s": args.boot_s,
         "qemu_s": args.qemu_s,
     }
@@ -362,6 +366,7 @@ def main():
     c.add_argument("out")
     r = sub.add_parser("report")
     r.add_argument("--kernel", required=True)
+    r.add_argument("--p2p", default="shim", help="the nv-p2p module: shim or nvidia")
     r.add_argument("--suite", required=True)
     r.add_argument("--suites", required=True)
     r.add_argument("--console", required=True)

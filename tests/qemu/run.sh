@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Boots a real kernel under QEMU (TCG) with fpga_p2p + nvp2p_shim and the
-# capture test programs in an initramfs, runs suites, reports counts.
+# capture test programs in an initramfs, runs suites, reports counts. The
+# card is an emulated PCI device (tests/qemu/fpga-card/, QEMU built by
+# build-qemu.sh) behind QEMU's intel-iommu with DMA remapping on.
 #
-#   bash tests/qemu/run.sh --kernel debian|debug --suite NAME|all [--keep] [--timeout S]
+#   bash tests/qemu/run.sh --kernel debian|debug --suite NAME|all [--p2p shim|nvidia] [--swiotlb] [--keep] [--timeout S]
 #   bash tests/qemu/run.sh --kernel debian --suite shell    # interactive guest
 #   bash tests/qemu/run.sh --kernel debug --selftest         # the detectors fire?
 #   bash tests/qemu/run.sh --list                            # the suites
@@ -13,21 +15,30 @@
 # status non-zero when a suite failed, the kernel reported a problem, or the
 # guest crashed or hung. See tests/qemu/README.md.
 #
+# --p2p picks the nv-p2p implementation: shim (kmod/nvp2p_shim, the default,
+# with its debugfs counters and fault injection) or nvidia (NVIDIA's own
+# nvidia-p2p module from ../shared/nvidia-p2p, built from a scratch copy);
+# results of nvidia runs go to target/qemu/nvidia/.
+#
 # Developer overrides: RADAR_KMOD_DIR (module source instead of kmod/),
 # RADAR_SUITE_BIN (a p2p-suite binary instead of building it), RADAR_RADARD_BIN
-# (a static radard for the radard suite instead of building it).
+# (a static radard for the radard suite instead of building it),
+# RADAR_SHARED_DIR (the test inputs instead of ../shared beside the checkout),
+# RADAR_QEMU_OUTDIR (results elsewhere than target/qemu).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/qemu/lib.sh
 . "$here/lib.sh"
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
-kernel='' suite='' keep=0 host_timeout='' selftest=0
+kernel='' suite='' keep=0 host_timeout='' selftest=0 swiotlb=0 p2p=shim
 while [ $# -gt 0 ]; do
 	case $1 in
+	--swiotlb) swiotlb=1; shift ;;
 	--kernel) kernel=${2:-}; shift 2 ;;
+	--p2p) p2p=${2:-}; shift 2 ;;
 	--suite) suite=${2:-}; shift 2 ;;
 	--keep) keep=1; shift ;;
 	--selftest) selftest=1; suite=selftest; shift ;;
@@ -38,6 +49,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $kernel in debian | debug) ;; *) usage ;; esac
+case $p2p in shim | nvidia) ;; *) usage ;; esac
 [ -n "$suite" ] || usage
 
 # Suites and their guest time limits come from the table in guest-init.sh.
@@ -67,10 +79,15 @@ esac
 t_start=$SECONDS
 ensure_pkgs qemu-system-x86 busybox-static cpio kmod python3 build-essential binutils
 
-outdir="$top/target/qemu"
+outdir=${RADAR_QEMU_OUTDIR:-"$top/target/qemu"}
 # The self-test's suites fail on purpose: keep their files apart from the
 # real suites' results of the same kernel.
 [ "$suite" = selftest ] && outdir="$outdir/selftest"
+# Runs against NVIDIA's module keep their own files beside the shim's.
+[ "$p2p" = nvidia ] && outdir="$outdir/nvidia"
+# swiotlb=force (every DMA bounced, the IOMMU off): a missing or wrong sync
+# shows up as a byte mismatch. Its results are kept apart.
+[ "$swiotlb" = 1 ] && outdir="$outdir/swiotlb"
 name="$kernel-$suite"
 work="$outdir/$name.d"
 console_log="$outdir/$name.log"
@@ -101,7 +118,7 @@ debug)
 	kver=$(cat "$kdir/include/config/kernel.release")
 	;;
 esac
-log "kernel: $kernel ($kver) from $kdir"
+log "kernel: $kernel ($kver) from $kdir; nv-p2p: $p2p"
 
 # --- the modules -----------------------------------------------------------------
 kmod_src=${RADAR_KMOD_DIR:-"$top/kmod"}
@@ -111,16 +128,38 @@ cp -a "$kmod_src" "$work/kmod"
 log "building modules against $kdir"
 # Objects of an in-place build in the checkout must not leak into this one.
 make -C "$work/kmod" KDIR="$kdir" clean >/dev/null 2>&1 || true
-make -C "$work/kmod" KDIR="$kdir" FPGA_P2P_MODEL=1 -j"$(nproc)" >"$work/kmod.log" 2>&1 ||
+kmod_args=()
+if [ "$p2p" = nvidia ]; then
+	# NVIDIA's module, unmodified, from a scratch copy (kbuild writes into M=).
+	nv_src=${RADAR_SHARED_DIR:-"$top/../shared"}/nvidia-p2p
+	[ -f "$nv_src/nvidia-p2p.c" ] || die "no NVIDIA nvidia-p2p source in $nv_src"
+	cp -a "$nv_src" "$work/nvidia-p2p"
+	log "building NVIDIA's nvidia-p2p against $kdir"
+	make -C "$kdir" M="$work/nvidia-p2p" -j"$(nproc)" modules >"$work/nvidia-p2p.log" 2>&1 ||
+		{ cat "$work/nvidia-p2p.log" >&2; die "building NVIDIA's nvidia-p2p failed"; }
+	# fpga_p2p against NVIDIA's header and exports; no shim is built.
+	kmod_args=(NVP2P_INC="$work/nvidia-p2p/include"
+		KBUILD_EXTRA_SYMBOLS="$work/nvidia-p2p/Module.symvers")
+fi
+make -C "$work/kmod" KDIR="$kdir" "${kmod_args[@]}" -j"$(nproc)" \
+	>"$work/kmod.log" 2>&1 ||
 	{ cat "$work/kmod.log" >&2; die "building the modules failed"; }
 ko_of() {
 	local ko
-	ko=$(find "$work/kmod" -name "$1.ko" -print -quit)
+	ko=$(find "$2" -name "$1.ko" -print -quit)
 	[ -n "$ko" ] || die "the module build made no $1.ko"
 	printf '%s\n' "$ko"
 }
-shim_ko=$(ko_of nvp2p_shim)
-fpga_ko=$(ko_of fpga_p2p)
+if [ "$p2p" = nvidia ]; then
+	p2p_ko=$(ko_of nvidia-p2p "$work/nvidia-p2p")
+else
+	p2p_ko=$(ko_of nvp2p_shim "$work/kmod")
+fi
+fpga_ko=$(ko_of fpga_p2p "$work/kmod")
+
+# --- QEMU with the emulated card -------------------------------------------------
+qemu_bin=$(bash "$here/build-qemu.sh" | tail -n 1)
+[ -x "$qemu_bin" ] || die "no QEMU binary from build-qemu.sh"
 
 # --- the test programs -----------------------------------------------------------
 if [ -n "${RADAR_SUITE_BIN:-}" ]; then
@@ -173,12 +212,12 @@ if [ -n "$radard_bin" ]; then
 	mkdir -p "$root/etc/radard"
 	cp "$here"/radard/* "$root/etc/radard/"
 fi
-cp "$shim_ko" "$fpga_ko" "$root/lib/modules/radar/"
+cp "$p2p_ko" "$fpga_ko" "$root/lib/modules/radar/"
 if [ "$kernel" = debian ]; then
 	# Modules of Debian's kernel that ours need (none are built in), in load order.
 	: >"$root/lib/modules/radar/deps.order"
-	for dep in $(modinfo -F depends "$shim_ko" "$fpga_ko" | tr ',' ' '); do
-		case $dep in nvp2p_shim | fpga_p2p) continue ;; esac
+	for dep in $(modinfo -F depends "$p2p_ko" "$fpga_ko" | tr ',' ' '); do
+		case $dep in nvp2p_shim | nvidia-p2p | nvidia_p2p | fpga_p2p) continue ;; esac
 		modprobe -S "$kver" --show-depends "$dep" | awk '$1 == "insmod" { print $2 }'
 	done | awk '!seen[$0]++' | while read -r ko; do
 		base=$(basename "$ko")
@@ -200,11 +239,22 @@ log "initramfs: $(du -h "$work/initramfs.cpio" | cut -f1)"
 # detectors get 60 s instead of ~20 s, so that they report bugs, not load.
 cmdline="console=ttyS0,115200 panic=-1 printk.devkmsg=on"
 cmdline+=" rcupdate.rcu_cpu_stall_timeout=60 watchdog_thresh=30"
+if [ "$swiotlb" = 1 ]; then
+	cmdline+=" swiotlb=force iommu=soft intel_iommu=off"
+else
+	cmdline+=" intel_iommu=on iommu=nopt"
+fi
 guest_suite=$suite
 [ "$suite" = selftest ] && guest_suite=$(IFS=,; echo "${suites[*]}")
-cmdline+=" radar.suite=$guest_suite"
-qemu=(qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nodefaults -no-user-config
+cmdline+=" radar.suite=$guest_suite radar.p2p=$p2p"
+# q35 with the emulated IOMMU (DMA and interrupt remapping) first, then the
+# card: every DMA of the card goes through the IOMMU's page tables. The
+# firmware comes from Debian's QEMU packages (the +dfsg source has none).
+qemu=("$qemu_bin" -accel tcg -machine q35 -smp 2 -m 2048 -nodefaults -no-user-config
+	-L /usr/share/qemu -L /usr/share/seabios
 	-display none -no-reboot -kernel "$kimage" -initrd "$work/initramfs.cpio")
+[ "$swiotlb" = 1 ] || qemu+=(-device intel-iommu,intremap=on)
+qemu+=(-device radar-fpga-card)
 
 if [ "$suite" = shell ]; then
 	log "interactive guest: 'reboot -f' leaves, Ctrl-A X kills QEMU"
@@ -269,7 +319,7 @@ qemu_s=$((SECONDS - t_boot))
 log "QEMU exited with status $qemu_status after $qemu_s s"
 
 set +e
-python3 "$here/harness.py" report --kernel "$kernel" --suite "$suite" \
+python3 "$here/harness.py" report --kernel "$kernel" --p2p "$p2p" --suite "$suite" \
 	--suites "${suites[*]}" --console "$console_log" --results "$results_log" \
 	--outdir "$outdir" --duration-s "$duration" --qemu-s "$qemu_s" ${boot_s:+--boot-s "$boot_s"} \
 	--qemu-status "$qemu_status" ${stalled:+--stalled "$stalled"} >"$outdir/$name.summary"
@@ -292,7 +342,11 @@ cat "$outdir/$name.summary"
 if [ "$suite" = selftest ]; then
 	# The suites above were meant to fail; what counts is why.
 	echo "--- self-test: each detector must have fired in its suite"
-	python3 "$here/harness.py" selftest --console "$console_log" --results "$results_log"
-	exit $?
+	st=0
+	python3 "$here/harness.py" selftest --console "$console_log" --results "$results_log" || st=$?
+	# And the suites: each fixed defect put back must fail its suite.
+	echo "--- self-test: each defect put back must fail its suite"
+	bash "$here/selftest/regressions.sh" --kernel "$kernel" || st=1
+	exit "$st"
 fi
 exit "$status"

@@ -229,7 +229,9 @@ struct fpga_p2p_counters {
 	__u64 tx_completed;
 	__u64 event_overflows;
 	__u64 dma_timeouts;
-	__u64 reserved[3];
+	__u64 lost_irqs;		/* completions found by the watchdog */
+	__u64 quarantined;		/* rings whose memory is kept for ever */
+	__u64 reserved[1];
 };
 
 #define FPGA_P2P_IOC_MAGIC		0xF2

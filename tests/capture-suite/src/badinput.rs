@@ -11,13 +11,13 @@ use nix::errno::Errno;
 use tegra_p2p::kmod::Device;
 use tegra_p2p::uapi::*;
 
-use crate::common::{Check, Ctx, Outcome, Rng};
-use crate::{Env, ensure};
+use crate::common::{self, Check, Ctx, Outcome, Rng, read_key};
+use crate::{Env, P2p, ensure};
 
 #[derive(clap::Args, Debug)]
 pub struct Opts {
     /// Hostile calls to make.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 100_000)]
     pub calls: u64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -205,15 +205,49 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
     }
     t.dev.stop(cap).ctx("stop")?;
     t.down()?;
+    let map_failure = failed_dma_map(env, &mut t)?;
     drop(t);
     crate::smoke(env, 4, out)?;
     out.detail = format!(
         "{} hostile calls of {} kinds, each answered with an errno it allows; \
-         the same file then streamed verified frames, and a new one too",
+         the same file then streamed verified frames, and a new one too; {map_failure}",
         out.fuzz_calls,
         by_case.len()
     );
     Ok(())
+}
+
+/// A DMA map that fails as NVIDIA's does (0 returned, no mapping), injected
+/// through the shim: REGISTER says ENOMEM, nothing stays pinned, and the next
+/// REGISTER works. NVIDIA's module cannot be made to fail on demand.
+fn failed_dma_map(env: &Env, t: &mut Target) -> Check<String> {
+    if env.p2p != P2p::Shim {
+        return Ok("no DMA map failure injected (NVIDIA's module has no fault injection)".into());
+    }
+    let stats = env.shim_debugfs.join("stats");
+    let knob = env.shim_debugfs.join("fail_dma_map");
+    let failed0 = read_key(&stats, "dma_map_failed")?;
+    std::fs::write(&knob, "1").map_err(|e| format!("write 1 to {}: {e}", knob.display()))?;
+    let mut r = good_ring(t.ring_addr);
+    let res = reg(t.dev.as_fd().as_raw_fd(), &mut r);
+    // An injection the REGISTER did not consume must not hit the next one.
+    let _ = std::fs::write(&knob, "0");
+    ensure!(
+        res == Err(ENOMEM),
+        "REGISTER over a DMA map that returned 0 with no mapping: {res:?}, expected ENOMEM"
+    );
+    ensure!(
+        read_key(&stats, "dma_map_failed")? == failed0 + 1,
+        "the injected DMA map failure was not reached"
+    );
+    common::p2p_clean(env, "after the failed DMA map")?;
+    t.up()
+        .map_err(|e| format!("after the failed DMA map: {e}"))?;
+    t.down()?;
+    Ok(
+        "a DMA map returning 0 with no mapping made REGISTER fail with ENOMEM, then it worked"
+            .into(),
+    )
 }
 
 type Call = (&'static str, Result<i32, Errno>, &'static [Errno]);

@@ -11,7 +11,7 @@ use crate::{Env, ensure};
 
 #[derive(clap::Args, Debug)]
 pub struct Opts {
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 1000)]
     pub cycles: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -25,6 +25,8 @@ pub struct Opts {
 
 const SLOT: usize = 16 << 10;
 const CHUNK: usize = 4 << 10;
+/// The child's and the parent's rings are 4 slots each.
+const RING_BYTES: usize = 4 * SLOT;
 
 /// The child: stream forever (holding a slot now and then) until killed.
 fn child(env: &Env) -> ! {
@@ -54,10 +56,8 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
     let mut rng = Rng::new(o.seed);
     eprintln!("crash: seed {}", o.seed);
     out.note("seed", o.seed);
-    ensure!(
-        common::shim_live(&env.shim_debugfs)?.is_clean(),
-        "the shim holds registrations before the first cycle"
-    );
+    common::p2p_clean(env, "before the first cycle")?;
+    let mem0 = common::mem_available()?;
     for cycle in 0..o.cycles {
         let delay = Duration::from_micros(rng.below(o.max_delay_ms * 1000 + 1));
         // SAFETY: this program is single-threaded here; the child only runs
@@ -79,11 +79,7 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
             "cycle {cycle}: child ended on its own (status {status:#x}) before the kill"
         );
         out.kill_cycles += 1;
-        let live = common::shim_live(&env.shim_debugfs)?;
-        ensure!(
-            live.is_clean(),
-            "cycle {cycle}: left after SIGKILL: {live:?}"
-        );
+        common::p2p_clean(env, &format!("cycle {cycle}: after SIGKILL"))?;
         // The device works for the next process.
         let mut src = common::open_source(&env.device, 4, SLOT, CHUNK)
             .map_err(|e| format!("cycle {cycle}: after kill: {e}"))?;
@@ -97,16 +93,23 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
         }
         out.frames_dropped += t.dropped;
         drop(src);
-        let live = common::shim_live(&env.shim_debugfs)?;
-        ensure!(live.is_clean(), "cycle {cycle}: left after close: {live:?}");
+        common::p2p_clean(env, &format!("cycle {cycle}: after close"))?;
         if cycle % 20 == 0 {
             eprintln!("crash: {} kill cycles ok", cycle + 1);
         }
     }
+    let mem = common::mem_kept(
+        mem0,
+        out.kill_cycles,
+        2 * RING_BYTES as u64,
+        "SIGKILL cycles",
+    )?;
     out.detail = format!(
-        "{} SIGKILLs of a streaming process: each time nothing left pinned or mapped, \
-         and the next process streamed {} verified frames",
-        out.kill_cycles, o.check_frames
+        "{} SIGKILLs of a streaming process: each time nothing left pinned or mapped \
+         ({}; {mem}), and the next process streamed {} verified frames",
+        out.kill_cycles,
+        common::leak_source(env),
+        o.check_frames
     );
     Ok(())
 }

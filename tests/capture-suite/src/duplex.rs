@@ -1,6 +1,6 @@
 //! `duplex`: transmit buffers flow continuously on the host-to-card ring (on
 //! their own open file and thread) while capture runs. Completions arrive in
-//! order with their cookies, the FPGA model saw what we sent (count, bytes,
+//! order with their cookies, the the card saw what we sent (count, bytes,
 //! CRC of the last buffer), and capture keeps its rate and its drop count
 //! compared with a capture-only run.
 
@@ -12,7 +12,8 @@ use tegra_p2p::kmod::Device;
 use tegra_p2p::uapi::*;
 use tegra_p2p::{FrameSource, SequenceTracker, StartParams};
 
-use crate::common::{self, Check, Ctx, Outcome, read_key};
+use crate::card::Card;
+use crate::common::{self, Check, Ctx, Outcome};
 use crate::{Env, ensure};
 
 #[derive(clap::Args, Debug)]
@@ -30,7 +31,9 @@ pub struct Opts {
     /// Chunk period in ns (0 = the device default, 2 kHz).
     #[arg(long, default_value_t = 0)]
     pub chunk_period_ns: u64,
-    #[arg(long, default_value_t = 8)]
+    /// Capture slots: enough (128 ms at the default cadence) that a TCG
+    /// guest's stall of a few frame periods is not counted as a slow-down.
+    #[arg(long, default_value_t = 16)]
     pub slots: u32,
     /// Transmit slots and their size.
     #[arg(long, default_value_t = 4)]
@@ -38,17 +41,14 @@ pub struct Opts {
     #[arg(long, default_value_t = 16 << 10)]
     pub tx_bytes: usize,
     /// Transmit rate, buffers a second (0 = as fast as the ring drains).
-    /// Default: two buffers per frame, twice what radard sends. The FPGA
-    /// model runs both channels in one kernel thread, so under TCG a
-    /// saturating transmit slows the model's own frame clock, not the driver.
+    /// Default: two buffers per frame, twice what radard sends. The emulated
+    /// card runs both channels on QEMU's main loop, so under TCG a
+    /// saturating transmit slows the card's own frame clock, not the driver.
     #[arg(long, default_value_t = 250)]
     pub tx_per_s: u64,
     /// Allowed capture slow-down with transmit, percent.
     #[arg(long, default_value_t = 3.0)]
     pub max_slowdown_pct: f64,
-    /// The FPGA model's debugfs directory (its `stats` has h2c_last_crc, h2c_packets).
-    #[arg(long, default_value = "/sys/kernel/debug/fpga_p2p_model/0")]
-    pub model_debugfs: PathBuf,
 }
 
 struct PhaseResult {
@@ -171,8 +171,9 @@ struct TxOpts {
 
 fn phase(env: &Env, o: &Opts, transmit: bool, out: &mut Outcome) -> Check<PhaseResult> {
     let mut src = common::open_source(&env.device, o.slots, o.slot_bytes, o.chunk_bytes)?;
-    let stats = o.model_debugfs.join("stats");
-    let packets0 = read_key(&stats, "h2c_packets")?;
+    // The emulated card's test port: what it received.
+    let card = Card::find()?.ok_or("no emulated card (its test port counts what it received)")?;
+    let packets0 = card.stat("h2c_packets")?;
     let stop = Arc::new(AtomicBool::new(false));
     let tx = transmit.then(|| {
         let (dev, stop) = (env.device.clone(), stop.clone());
@@ -220,27 +221,27 @@ fn phase(env: &Env, o: &Opts, transmit: bool, out: &mut Outcome) -> Check<PhaseR
     out.frames_dropped += drops;
     let mut tx_done = 0;
     if let Some(x) = txr {
-        // What the FPGA model received: the count, and the last buffer's bytes and CRC.
-        let packets = read_key(&stats, "h2c_packets")? - packets0;
+        // What the card received: the count, and the last buffer's bytes and CRC.
+        let packets = card.stat("h2c_packets")? - packets0;
         ensure!(
             packets == x.done,
-            "FPGA model received {packets} buffers, {} completed",
+            "the card received {packets} buffers, {} completed",
             x.done
         );
-        let seen = read_key(&stats, "h2c_last_crc")?;
+        let seen = card.stat("h2c_last_crc")?;
         ensure!(
             seen == u64::from(x.last_crc),
-            "FPGA model saw CRC {seen:#010x} for the last buffer, we sent {:#010x}",
+            "the card saw CRC {seen:#010x} for the last buffer, we sent {:#010x}",
             x.last_crc
         );
-        let bytes = read_key(&stats, "h2c_last_bytes")?;
+        let bytes = card.stat("h2c_last_bytes")?;
         ensure!(
             bytes == x.bytes as u64,
-            "FPGA model saw {bytes} bytes, we sent {}",
+            "the card saw {bytes} bytes, we sent {}",
             x.bytes
         );
-        let errors = read_key(&stats, "h2c_errors")?;
-        ensure!(errors == 0, "FPGA model counted {errors} transmit errors");
+        let errors = card.stat("h2c_errors")?;
+        ensure!(errors == 0, "the card counted {errors} transmit errors");
         let c = src.counters().ctx("counters")?;
         ensure!(
             c.tx_completed >= x.done,

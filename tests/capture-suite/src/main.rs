@@ -6,9 +6,12 @@
 //! exits non-zero on failure. Progress goes to stderr.
 
 mod badinput;
+mod card;
 mod common;
 mod crash;
 mod duplex;
+mod faults;
+mod neighbours;
 mod ownership;
 mod revocation;
 mod stream;
@@ -40,6 +43,17 @@ pub struct Env {
     /// The nv-p2p shim's debugfs directory (stats, registrations, revoke).
     #[arg(long, global = true, default_value = "/sys/kernel/debug/nvp2p_shim")]
     pub shim_debugfs: PathBuf,
+    /// The nv-p2p module loaded: the shim (counters, fault injection) or
+    /// NVIDIA's own nvidia-p2p (neither; harsher revocations).
+    #[arg(long, global = true, value_enum, default_value_t = P2p::Shim)]
+    pub p2p: P2p,
+}
+
+/// Which nv-p2p implementation the module runs on.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum P2p {
+    Shim,
+    Nvidia,
 }
 
 #[derive(Subcommand, Debug)]
@@ -56,6 +70,10 @@ enum Cmd {
     Badinput(badinput::Opts),
     /// Transmit while capturing: completions, bytes seen by the FPGA, capture rate kept.
     Duplex(duplex::Opts),
+    /// The emulated card's lost interrupts, stuck engine and all-ones reads.
+    Faults(faults::Opts),
+    /// munmap, mprotect and fork beside a ring do not revoke it.
+    Neighbours(neighbours::Opts),
     /// Register, stream a few frames, verify, exit.
     Smoke {
         #[arg(long, default_value_t = 8)]
@@ -63,6 +81,12 @@ enum Cmd {
     },
     /// Open the device and sleep until killed.
     HoldOpen,
+    /// The emulated card's received detection records: count, and the last
+    /// one's bytes into --out (the radard suite decodes them).
+    CardDetections {
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn smoke(env: &Env, frames: u64, out: &mut Outcome) -> Check {
@@ -103,8 +127,11 @@ fn main() {
         Cmd::Crash(_) => "crash",
         Cmd::Badinput(_) => "badinput",
         Cmd::Duplex(_) => "duplex",
+        Cmd::Neighbours(_) => "neighbours",
+        Cmd::Faults(_) => "faults",
         Cmd::Smoke { .. } => "smoke",
         Cmd::HoldOpen => "hold-open",
+        Cmd::CardDetections { .. } => "card-detections",
     };
     let mut out = Outcome {
         suite: name.to_string(),
@@ -122,8 +149,11 @@ fn main() {
             Cmd::Crash(opts) => crash::run(&cli.env, opts, o),
             Cmd::Badinput(opts) => badinput::run(&cli.env, opts, o),
             Cmd::Duplex(opts) => duplex::run(&cli.env, opts, o),
+            Cmd::Neighbours(opts) => neighbours::run(&cli.env, opts, o),
+            Cmd::Faults(opts) => faults::run(&cli.env, opts, o),
             Cmd::Smoke { frames } => smoke(&cli.env, *frames, o),
             Cmd::HoldOpen => Ok(()),
+            Cmd::CardDetections { out } => card::detections(out.as_deref(), o),
         }
     }));
     let result = match r {

@@ -11,11 +11,11 @@ use tegra_p2p::kmod::Device;
 use tegra_p2p::uapi::*;
 
 use crate::common::{self, Check, Ctx, Outcome};
-use crate::{Env, ensure};
+use crate::{Env, P2p, ensure};
 
 #[derive(clap::Args, Debug)]
 pub struct Opts {
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 1000)]
     pub cycles: u32,
     #[arg(long, default_value_t = 4)]
     pub slots: u32,
@@ -33,14 +33,14 @@ pub struct Opts {
 const CANARY: u8 = 0x5A;
 
 /// One anonymous mapping, unmapped on drop unless already gone.
-struct Mapping {
-    addr: *mut u8,
+pub(crate) struct Mapping {
+    pub(crate) addr: *mut u8,
     len: usize,
     mapped: bool,
 }
 
 impl Mapping {
-    fn new(len: usize, at: Option<*mut u8>) -> Check<Self> {
+    pub(crate) fn new(len: usize, at: Option<*mut u8>) -> Check<Self> {
         let (hint, flags) = match at {
             Some(a) => (a.cast(), libc::MAP_FIXED_NOREPLACE),
             None => (std::ptr::null_mut(), 0),
@@ -67,7 +67,7 @@ impl Mapping {
             mapped: true,
         })
     }
-    fn unmap(&mut self) {
+    pub(crate) fn unmap(&mut self) {
         if self.mapped {
             // SAFETY: unmaps exactly this mapping, which no Rust reference points into.
             unsafe { libc::munmap(self.addr.cast(), self.len) };
@@ -91,7 +91,7 @@ impl Drop for Mapping {
     }
 }
 
-fn wait_event(
+pub(crate) fn wait_event(
     dev: &Device,
     release: u32,
     handle: u32,
@@ -142,7 +142,17 @@ fn one_cycle(env: &Env, o: &Opts, cycle: u32, knob: bool) -> Check {
         rel = ev.slot;
     }
     let c0 = dev.counters().ctx("counters")?;
-    if knob {
+    if knob && env.p2p == P2p::Nvidia {
+        // NVIDIA's module revokes for an mprotect of the ring's first page
+        // (and has no knob); the memory stays where it was.
+        // SAFETY: changes the protection of our own mapping; nothing reads it meanwhile.
+        let r = unsafe { libc::mprotect(ring.addr.cast(), len, libc::PROT_READ) };
+        ensure!(r == 0, "mprotect: {}", Errno::last());
+        // SAFETY: as above, back to writable for the canary check.
+        let r =
+            unsafe { libc::mprotect(ring.addr.cast(), len, libc::PROT_READ | libc::PROT_WRITE) };
+        ensure!(r == 0, "mprotect: {}", Errno::last());
+    } else if knob {
         // The shim's knob: run the free callback of our registration now.
         let knob = env.shim_debugfs.join("revoke");
         let what = format!("{} {:x}", std::process::id(), ring.addr as u64);
@@ -228,19 +238,23 @@ fn one_cycle(env: &Env, o: &Opts, cycle: u32, knob: bool) -> Check {
         .map_err(|e| format!("cycle {cycle}: unregister after revocation: {e}"))?;
     drop(dev);
     drop(fresh);
-    let live = common::shim_live(&env.shim_debugfs)?;
-    ensure!(live.is_clean(), "cycle {cycle}: left after close: {live:?}");
+    common::p2p_clean(env, &format!("cycle {cycle}: after close"))?;
     Ok(())
 }
 
 pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
+    let mem0 = common::mem_available()?;
+    let knob_kind = match env.p2p {
+        P2p::Shim => "shim knob",
+        P2p::Nvidia => "mprotect of the ring",
+    };
     for cycle in 0..o.cycles {
         let knob = cycle % 2 == 1;
         one_cycle(env, o, cycle, knob).map_err(|e| {
             format!(
                 "{} (cycle {cycle}, {})",
                 e,
-                if knob { "knob" } else { "munmap" }
+                if knob { knob_kind } else { "munmap" }
             )
         })?;
         out.revocations += 1;
@@ -248,16 +262,22 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
             eprintln!("revocation: {} cycles ok", cycle + 1);
         }
     }
-    let live = common::shim_live(&env.shim_debugfs)?;
-    ensure!(live.is_clean(), "still live at the end: {live:?}");
+    common::p2p_clean(env, "at the end")?;
+    let mem = common::mem_kept(
+        mem0,
+        out.revocations,
+        (o.slots as usize * o.slot_bytes) as u64,
+        "revocation cycles",
+    )?;
     // The device still streams.
     crate::smoke(env, 4, out)?;
     out.detail = format!(
-        "{} cycles while streaming ({} munmap, {} shim knob): poll reported the revocation, \
-         DMA stopped, nothing left pinned or mapped; the device streams afterwards",
+        "{} cycles while streaming ({} munmap, {} {knob_kind}): poll reported the revocation, \
+         DMA stopped, nothing left pinned or mapped ({}; {mem}); the device streams afterwards",
         out.revocations,
         o.cycles.div_ceil(2),
-        o.cycles / 2
+        o.cycles / 2,
+        common::leak_source(env)
     );
     Ok(())
 }

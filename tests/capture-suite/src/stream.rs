@@ -9,6 +9,7 @@ use std::time::Duration;
 use tegra_p2p::source::Event;
 use tegra_p2p::{FrameSource, SequenceTracker, StartParams};
 
+use crate::card::{Card, Knob};
 use crate::common::{self, Check, Ctx, Outcome, allocations, now_s};
 use crate::{Env, ensure};
 
@@ -40,33 +41,29 @@ pub struct Opts {
     /// slow guest, so fewer waits sleep).
     #[arg(long, default_value_t = 16)]
     pub small_slots: u32,
-    /// Frames of the fault phase (the FPGA model's drop/short/corrupt knobs).
+    /// Frames of the fault phase (the emulated card's drop/short/corrupt/late-metadata faults).
     #[arg(long, default_value_t = 600)]
     pub fault_frames: u64,
     /// Frames of the chunk-event phase (small geometry, an event per chunk).
     #[arg(long, default_value_t = 3000)]
     pub chunk_event_frames: u64,
-    /// The FPGA model's debugfs directory (fault knobs); the fault phase is
-    /// skipped with a note when it is missing (a real card).
-    #[arg(long, default_value = "/sys/kernel/debug/fpga_p2p_model/0")]
-    pub model_debugfs: std::path::PathBuf,
 }
 
-/// The model's fault injection through the real kernel path: every Nth
-/// sequence dropped (counted as a fault), short (flag, CRC over what came), or
-/// corrupted after the CRC; each detected exactly where the model puts it.
-fn fault_phase(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
-    let (drop_n, short_n, corrupt_n) = (7u64, 5u64, 3u64);
-    let knob = |name: &str, v: u64| -> Check {
-        let p = o.model_debugfs.join(name);
-        std::fs::write(&p, v.to_string()).map_err(|e| format!("write {}: {e}", p.display()))
-    };
+/// The emulated card's fault injection through the real kernel path: every
+/// Nth sequence dropped (counted as a fault), short (flag, CRC over what
+/// came), or corrupted after the CRC, each detected exactly where the card
+/// puts it; and every Nth frame's metadata arriving after its last
+/// descriptor completed, which the driver must wait for, not fault on.
+fn fault_phase(env: &Env, o: &Opts, card: &Card, out: &mut Outcome) -> Check {
+    let (drop_n, short_n, corrupt_n, late_n) = (7u64, 5u64, 3u64, 4u64);
     let (slot, chunk) = (o.small_slot_bytes, o.small_chunk_bytes);
     let mut src = common::open_source(&env.device, o.slots, slot, chunk)?;
     let c0 = src.counters().ctx("counters")?;
-    knob("drop_every", drop_n)?;
-    knob("short_every", short_n)?;
-    knob("corrupt_every", corrupt_n)?;
+    let late0 = card.stat("meta_late")?;
+    card.set(Knob::DropEvery, drop_n as u32);
+    card.set(Knob::ShortEvery, short_n as u32);
+    card.set(Knob::CorruptEvery, corrupt_n as u32);
+    card.set(Knob::MetaLateEvery, late_n as u32);
     let r = (|| -> Check {
         src.start(
             &StartParams::test_pattern()
@@ -136,18 +133,25 @@ fn fault_phase(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
             shorts > 0 && corrupt > 0 && clean > 0,
             "not every fault kind seen"
         );
+        let late = card.stat("meta_late")? - late0;
+        ensure!(
+            late * late_n * 2 >= o.fault_frames,
+            "only {late} frames had late metadata"
+        );
+        ensure!(
+            c1.desc_errors == c0.desc_errors,
+            "late metadata was treated as a fault"
+        );
         out.frames_dropped += t.dropped;
         eprintln!(
-            "faults: {} frames: {clean} clean, {shorts} short, {corrupt} corrupted (detected), {} dropped ({fault_drops} by the fault knob)",
+            "faults: {} frames: {clean} clean, {shorts} short, {corrupt} corrupted (detected), {} dropped ({fault_drops} by the fault knob), {late} with late metadata (waited for)",
             o.fault_frames, t.dropped
         );
         Ok(())
     })();
-    // Leave the model clean for whatever runs next.
-    let reset = ["drop_every", "short_every", "corrupt_every"]
-        .iter()
-        .try_for_each(|k| knob(k, 0));
-    r.and(reset)
+    // Leave the card clean for whatever runs next.
+    card.clear_faults();
+    r
 }
 
 /// Chunk events through the real kernel path (radard's chunk-streamed mode
@@ -357,14 +361,12 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
         summary.push(chunk_event_phase(env, o, out)?);
     }
     if o.fault_frames > 0 {
-        if o.model_debugfs.is_dir() {
-            fault_phase(env, o, out)?;
-        } else {
-            eprintln!(
-                "faults: skipped: no FPGA model at {}",
-                o.model_debugfs.display()
-            );
-            out.note("faults", "skipped: no model");
+        match Card::find()? {
+            Some(card) => fault_phase(env, o, &card, out)?,
+            None => {
+                eprintln!("faults: skipped: no emulated card (its test port is what injects them)");
+                out.note("faults", "skipped: no emulated card");
+            }
         }
     }
     out.detail = summary.join("; ");

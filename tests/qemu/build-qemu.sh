@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Builds qemu-system-x86_64 from Debian's QEMU source with the emulated radar
+# FPGA card (tests/qemu/fpga-card/) added as the PCI device "radar-fpga-card".
+# The binary is cached under ~/.cache/radar-qemu/bin-<hash>, the hash covering
+# the card's sources, the driver's register header, the hook patch, the QEMU
+# source version, the compiler and this recipe; the build tree is kept
+# (~/.cache/radar-qemu/build) so a change to the card rebuilds only that
+# file. Prints the binary's path on stdout.
+#
+#   bash tests/qemu/build-qemu.sh [--force]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+# shellcheck source=tests/qemu/lib.sh
+. "$here/lib.sh"
+
+force=0
+[ "${1:-}" = "--force" ] && force=1
+cache=${RADAR_QEMU_CACHE:-"$HOME/.cache/radar-qemu"}
+card="$here/fpga-card"
+# Bump when the steps below change in a way the inputs do not show.
+recipe=1
+# What goes into hw/misc/radar-fpga-card/ (the driver's own headers: one
+# register map for the driver and the card).
+inputs=("$card/fpga_card.c" "$card/fpga_card_test.h" "$card/compat/linux/bits.h"
+	"$top/kmod/fpga_p2p_regs.h" "$top/kmod/include/uapi/fpga_p2p.h")
+
+ensure_pkgs dpkg-dev ninja-build meson libglib2.0-dev libpixman-1-dev libfdt-dev \
+	zlib1g-dev pkg-config python3-venv flex bison gcc make patch
+
+# Debian's source packages: a deb-src twin of the system's sources.
+src_list=/etc/apt/sources.list.d/radar-deb-src.sources
+# (Read whole, not piped into grep -q: under pipefail the early exit would
+# fail the pipeline and run apt-get update on every call.)
+showsrc=$(apt-cache showsrc qemu 2>/dev/null || true)
+if ! grep -q '^Version:' <<<"$showsrc"; then
+	[ -f /etc/apt/sources.list.d/debian.sources ] ||
+		die "no /etc/apt/sources.list.d/debian.sources to derive deb-src from"
+	sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources |
+		as_root tee "$src_list" >/dev/null
+	as_root apt-get update -q >&2
+fi
+ver=$(apt-cache showsrc qemu | sed -n 's/^Version: //p' | sort -V | tail -n 1)
+[ -n "$ver" ] || die "apt-cache showsrc qemu gives no version"
+
+key=$({
+	cat "${inputs[@]}" "$card/qemu-hook.patch"
+	echo "qemu $ver"
+	gcc --version | head -n1
+	echo "recipe $recipe"
+} | sha256sum | cut -c1-16)
+out="$cache/bin-$key"
+bin="$out/qemu-system-x86_64"
+
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
+if [ "$force" -eq 0 ] && [ -f "$out/.radar-complete" ]; then
+	log "using cached QEMU $bin"
+	printf '%s\n' "$bin"
+	exit 0
+fi
+
+src="$cache/src" build="$cache/build"
+t0=$SECONDS
+if [ "$(cat "$src/.radar-version" 2>/dev/null)" != "$ver" ]; then
+	log "fetching and unpacking Debian's qemu $ver (log: $cache/build.log)"
+	rm -rf "$src" "$build" "$cache/dl"
+	mkdir -p "$cache/dl"
+	# dpkg-source -x applies Debian's patches (without them the +dfsg tree
+	# does not configure).
+	(cd "$cache/dl" && apt-get source --download-only "qemu=$ver") >"$cache/build.log" 2>&1 ||
+		{ tail -n 20 "$cache/build.log" >&2; die "apt-get source qemu=$ver failed"; }
+	dpkg-source -x "$cache"/dl/qemu_*.dsc "$src" >>"$cache/build.log" 2>&1 ||
+		{ tail -n 20 "$cache/build.log" >&2; die "dpkg-source -x failed"; }
+	rm -rf "$cache/dl"
+	echo "$ver" >"$src/.radar-version"
+fi
+# The hook: hw/misc/meson.build and Kconfig learn the device (once).
+if ! patch -d "$src" -p1 -R --dry-run -s -f <"$card/qemu-hook.patch" >/dev/null 2>&1; then
+	patch -d "$src" -p1 -s -f <"$card/qemu-hook.patch" || die "qemu-hook.patch does not apply"
+fi
+dev="$src/hw/misc/radar-fpga-card"
+mkdir -p "$dev/compat/linux"
+for f in "${inputs[@]}"; do
+	case $f in
+	*/compat/linux/bits.h) dst="$dev/compat/linux/bits.h" ;;
+	*) dst="$dev/$(basename "$f")" ;;
+	esac
+	# Copy only what changed, so ninja rebuilds only what depends on it.
+	cmp -s "$f" "$dst" || cp "$f" "$dst"
+done
+if [ ! -f "$build/build.ninja" ]; then
+	log "configuring QEMU"
+	rm -rf "$build"
+	mkdir -p "$build"
+	(cd "$build" && "$src/configure" --target-list=x86_64-softmmu \
+		--without-default-features --disable-docs --disable-werror --enable-tcg \
+		--enable-fdt=system --disable-install-blobs) >>"$cache/build.log" 2>&1 ||
+		{ tail -n 30 "$cache/build.log" >&2; die "configuring QEMU failed"; }
+fi
+log "building QEMU (a first build takes ~5 min on 2 cores)"
+nice ninja -C "$build" -j"$(nproc)" qemu-system-x86_64 >>"$cache/build.log" 2>&1 ||
+	{ grep -B2 -A12 'error' "$cache/build.log" | tail -n 40 >&2; die "building QEMU failed"; }
+"$build/qemu-system-x86_64" -device help 2>/dev/null | grep -q '"radar-fpga-card"' ||
+	die "the QEMU build has no radar-fpga-card device"
+rm -rf "$out"
+mkdir -p "$out"
+cp "$build/qemu-system-x86_64" "$bin"
+echo "$((SECONDS - t0))" >"$out/.radar-build-seconds"
+touch "$out/.radar-complete"
+log "QEMU with the card built in $((SECONDS - t0)) s"
+for old in "$cache"/bin-*; do
+	[ "$old" = "$out" ] || rm -rf "$old"
+done
+printf '%s\n' "$bin"
