@@ -406,16 +406,15 @@ mod tests {
         for line in smaps.lines() {
             let mut f = line.split_whitespace();
             let first = f.next().unwrap_or("");
-            if let Some((a, b)) = first.split_once('-') {
-                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-                {
-                    if f.clone().count() >= 1 && a <= addr && addr < b {
-                        hit = f.next().map(str::to_string);
-                    } else if hit.is_some() {
-                        return None; // no VmFlags line for the hit
-                    }
-                    continue;
+            if let Some((a, b)) = first.split_once('-')
+                && let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+            {
+                if f.clone().count() >= 1 && a <= addr && addr < b {
+                    hit = f.next().map(str::to_string);
+                } else if hit.is_some() {
+                    return None; // no VmFlags line for the hit
                 }
+                continue;
             }
             if let (Some(perms), Some(flags)) = (&hit, line.strip_prefix("VmFlags:")) {
                 return Some((perms.clone(), flags.trim().to_string()));
