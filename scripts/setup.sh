@@ -7,6 +7,7 @@
 #   bash scripts/setup.sh --run-only # just what `radard` on the simulator needs
 set -euo pipefail
 
+top=$(cd "$(dirname "$0")/.." && pwd)
 mode=all
 [ "${1:-}" = "--run-only" ] && mode=run
 
@@ -55,16 +56,17 @@ if ! command -v cargo >/dev/null; then
 	# shellcheck disable=SC1091
 	. "$HOME/.cargo/env"
 fi
-if [ "$mode" = all ]; then
-	installed=$(rustup target list --installed)
-	for t in x86_64-unknown-linux-musl aarch64-unknown-linux-gnu; do
-		grep -qx "$t" <<<"$installed" || rustup target add "$t"
-	done
-	for c in clippy rustfmt; do
-		rustup component list --installed | grep -q "^$c" || rustup component add "$c"
-	done
-	# The workspace's rust-version, which the Yocto image builds with.
-	rustup run 1.88.0 rustc --version >/dev/null 2>&1 &&
-		rustup target list --toolchain 1.88.0 --installed | grep -qx aarch64-unknown-linux-gnu ||
-		rustup toolchain install 1.88.0 --profile minimal --target aarch64-unknown-linux-gnu
+# The toolchain of rust-toolchain.toml (the Yocto image's Rust), with the
+# components and targets it names.
+rust=$(sed -n 's/^channel = "\(.*\)"$/\1/p' "$top/rust-toolchain.toml")
+rust_targets=(aarch64-unknown-linux-gnu x86_64-unknown-linux-musl thumbv7em-none-eabihf)
+have_targets=$(rustup target list --toolchain "$rust" --installed 2>/dev/null || true)
+rust_ok=1
+rustup run "$rust" cargo clippy --version >/dev/null 2>&1 || rust_ok=0
+rustup run "$rust" rustfmt --version >/dev/null 2>&1 || rust_ok=0
+for t in "${rust_targets[@]}"; do grep -qx "$t" <<<"$have_targets" || rust_ok=0; done
+if [ "$rust_ok" -eq 0 ]; then
+	echo "setup: installing Rust $rust (rust-toolchain.toml) with clippy, rustfmt and ${rust_targets[*]}"
+	rustup toolchain install "$rust" --profile minimal -c clippy -c rustfmt \
+		"${rust_targets[@]/#/-t}"
 fi

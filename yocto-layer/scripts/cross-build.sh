@@ -21,6 +21,12 @@ rust=$(value "$layer/conf/distro/radar.conf" RADAR_RUST_VERSION)
 cargo_flags=$(value "$layer/recipes-radar/radar-workspace/radar-cargo-flags.inc" RADAR_CARGO_FLAGS)
 rustflags=$(value "$layer/recipes-radar/radar-workspace/radar-cargo-flags.inc" RADAR_RUSTFLAGS)
 [ -n "$rust" ] || { echo "cross-build: RADAR_RUST_VERSION not found in conf/distro/radar.conf" >&2; exit 2; }
+# The workspace builds and tests with rust-toolchain.toml's Rust: the same.
+pinned=$(sed -n 's/^channel = "\(.*\)"$/\1/p' "$top/rust-toolchain.toml")
+[ "$pinned" = "$rust" ] || {
+	echo "cross-build: rust-toolchain.toml pins Rust '$pinned' but conf/distro/radar.conf's RADAR_RUST_VERSION is '$rust': make them one" >&2
+	exit 2
+}
 target=aarch64-unknown-linux-gnu
 
 if [ $# -gt 0 ]; then recipes=("$@"); else

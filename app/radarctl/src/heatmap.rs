@@ -120,11 +120,8 @@ pub fn colour(t: f32) -> [u8; 3] {
     } * 4.0;
     let i = (t.floor() as usize).min(3);
     let f = t - i as f32;
-    let mut c = [0u8; 3];
-    for k in 0..3 {
-        c[k] = (STOPS[i][k] + (STOPS[i + 1][k] - STOPS[i][k]) * f).round() as u8;
-    }
-    c
+    let (a, b) = (STOPS[i], STOPS[i + 1]);
+    std::array::from_fn(|k| (a[k] + (b[k] - a[k]) * f).round() as u8)
 }
 
 /// A tick step of about `span / 6`, rounded to 1, 2 or 5 times a power of ten.
