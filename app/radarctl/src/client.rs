@@ -65,12 +65,22 @@ impl Client {
         if !std::path::Path::new(port).exists() {
             return Err(LinkError::NoPort { port: port.into() });
         }
-        let p = serialport::new(port, baud)
+        let mut p = serialport::new(port, baud)
             .timeout(Duration::from_millis(20))
             .open()
             .map_err(|e| LinkError::Open {
                 port: port.into(),
                 reason: e.to_string(),
+            })?;
+        // Start clean: forget what arrived before us, and end whatever the
+        // unit was receiving (a half-typed console line, a cut frame) with a
+        // 0 byte, so the first request is read as a frame.
+        let _ = p.clear(serialport::ClearBuffer::Input);
+        p.write_all(&[0])
+            .and_then(|_| p.flush())
+            .map_err(|e| LinkError::Io {
+                port: port.into(),
+                reason: format!("write: {e}"),
             })?;
         Ok(Client {
             port: p,

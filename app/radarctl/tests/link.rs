@@ -79,6 +79,13 @@ fn read_commands_answer() {
     let (code, out, _) = radarctl(port, &["status"]);
     assert_eq!(code, 0);
     assert!(out.contains("health"), "{out}");
+
+    // A person's half-typed console line (echoed back) does not swallow
+    // radarctl's next request.
+    (&a.master).write_all(b"sta").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let id = radarctl_json(port, &["identity"]);
+    assert_eq!(id["protocol"], diag_proto_version());
 }
 
 fn diag_proto_version() -> u64 {
@@ -310,7 +317,9 @@ fn snapshot_png_marks_the_targets() {
 fn flood_leaves_the_loop_alone() {
     let _g = serial();
     let (mut a, b) = (Pty::open(), Pty::open());
-    let radard = Radard::start("flood", &a.slave_path);
+    // The loop at its real-time priority, as on the unit: the flood and the
+    // server that reads it run on the normal scheduler and must not reach it.
+    let radard = Radard::start_rt("flood", &a.slave_path, 50);
     {
         let _relay = Relay::join(&a, &b);
         wait_ready(&b.slave_path, &radard);
@@ -329,6 +338,7 @@ fn flood_leaves_the_loop_alone() {
     let mut reader = a.master.try_clone().unwrap();
     let drain = std::thread::spawn(move || {
         let mut buf = [0u8; 8192];
+        let mut answered = 0usize;
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(11) {
             use std::io::Read;
@@ -337,9 +347,10 @@ fn flood_leaves_the_loop_alone() {
                 std::os::fd::AsRawFd::as_raw_fd(&reader),
                 Duration::from_millis(50),
             ) {
-                let _ = reader.read(&mut buf);
+                answered += reader.read(&mut buf).unwrap_or(0);
             }
         }
+        answered
     });
     while t0.elapsed() < Duration::from_secs(10) {
         let mut chunk = Vec::with_capacity(4096);
@@ -356,10 +367,23 @@ fn flood_leaves_the_loop_alone() {
         sent += chunk.len();
         std::thread::sleep(Duration::from_millis(2));
     }
-    let _ = drain.join();
+    let answered = drain.join().expect("drain thread");
+    // The server was busy with the flood the whole time (error answers, echo).
+    println!("flood: radard answered {answered} bytes");
+    assert!(
+        answered > 10_000,
+        "the server hardly answered the flood: {answered} bytes"
+    );
     let after = status_over(&mut a);
     let secs = (after.1 - before.1) as f64 / 1e3;
     let rate = (after.0 - before.0) as f64 / secs;
+    let rt: Vec<String> = radard
+        .log()
+        .lines()
+        .filter(|l| l.contains("radard: rt:"))
+        .map(str::to_string)
+        .collect();
+    println!("flood: {}", rt.join("; "));
     println!(
         "flood: {sent} bytes in 10 s; frames {} -> {} in {secs:.1} s = {rate:.1} Hz; deadline misses {} -> {}",
         before.0, after.0, before.2, after.2

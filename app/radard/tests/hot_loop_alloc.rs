@@ -216,7 +216,6 @@ fn run_case(case: &Case) -> Outcome {
     let end = frame_loop::run(source.as_dyn(), b, &mut dets, &opts, &mut ctx);
     COUNTING.with(|c| c.set(false));
     assert_eq!(end.expect("loop ran"), LoopEnd::FrameLimit);
-    drop(ctx);
     let mut applied = 0;
     while let Some(r) = server_link.replies.dequeue() {
         assert!(r.at_frame > 8, "change {} applied in warm-up", r.id);

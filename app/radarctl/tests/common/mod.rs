@@ -180,7 +180,7 @@ snr_db = -6.0
 /// The scene's targets: (range m, velocity m/s).
 pub const TARGETS: [(f32, f32); 2] = [(30.0, 12.0), (80.0, -20.0)];
 
-pub fn config(dir: &Path, port: &Path) -> PathBuf {
+pub fn config(dir: &Path, port: &Path, rt_priority: u32) -> PathBuf {
     let scene = dir.join("scene.toml");
     std::fs::write(&scene, SCENE).expect("write scene");
     let text = format!(
@@ -202,7 +202,7 @@ chunks_per_frame = 4
 train_doppler = 2
 train_range = 4
 [rt]
-priority = 0
+priority = {}
 lock_memory = false
 [output]
 print_every = 0
@@ -216,6 +216,7 @@ port = "{}"
 baud = 115200
 "#,
         scene.display(),
+        rt_priority,
         dir.join("health").display(),
         port.display()
     );
@@ -243,13 +244,29 @@ pub struct Radard {
 
 impl Radard {
     pub fn start(tag: &str, port: &Path) -> Radard {
+        Self::start_with(tag, port, None)
+    }
+
+    /// As the appliance runs: the loop and the simulator (the FPGA's
+    /// stand-in) at SCHED_FIFO `priority`, every other thread (the
+    /// diagnostics server among them) on the normal scheduler. Where the
+    /// real-time policy cannot be had, radard says so and runs best-effort.
+    pub fn start_rt(tag: &str, port: &Path, priority: u32) -> Radard {
+        Self::start_with(tag, port, Some(priority))
+    }
+
+    fn start_with(tag: &str, port: &Path, rt: Option<u32>) -> Radard {
         let dir = std::env::temp_dir().join(format!("radarctl-test-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let cfg = config(&dir, port);
+        let cfg = config(&dir, port, rt.unwrap_or(0));
         let log = File::create(dir.join("radard.log")).expect("log");
-        let child = Command::new(bin("radard"))
-            .args(["--no-rt", "--config"])
+        let mut cmd = Command::new(bin("radard"));
+        if rt.is_none() {
+            cmd.arg("--no-rt");
+        }
+        let child = cmd
+            .arg("--config")
             .arg(&cfg)
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
