@@ -577,18 +577,34 @@ impl FrameSource for KmodSource {
                     timeout_ms: self.event_timeout_ms.get(),
                 });
             }
-            Err(e @ Error::Device { .. }) if release_slot != FPGA_P2P_NO_SLOT => {
-                // The folded-in release failed, so no event was read: when
-                // the ring was revoked under the slot, its revocation event
-                // is queued and says so better than the release's errno.
-                let mut again = fpga_p2p_wait {
-                    release_handle: self.handle,
-                    release_slot: FPGA_P2P_NO_SLOT,
-                    timeout_ms: 100,
-                    ..Default::default()
-                };
-                if self.dev.wait(&mut again).is_ok() && again.event.type_ == FPGA_P2P_EV_REVOKED {
-                    return self.decode(&again.event);
+            Err(e @ Error::Device { .. }) if e.errno() == Some(Errno::EIO) => {
+                // EIO: the ring was revoked or faulted. The module marks the
+                // ring at once but queues the event that says which only
+                // after tearing it down, and a release folded into the WAIT
+                // fails the same way; wait a little for that event (events
+                // queued before it are stale now) so the error says what
+                // happened rather than "EIO".
+                let give_up = std::time::Instant::now() + Duration::from_secs(3);
+                while std::time::Instant::now() < give_up {
+                    let mut again = fpga_p2p_wait {
+                        release_handle: self.handle,
+                        release_slot: FPGA_P2P_NO_SLOT,
+                        timeout_ms: 1,
+                        ..Default::default()
+                    };
+                    match self.dev.wait(&mut again) {
+                        Ok(())
+                            if again.event.type_ == FPGA_P2P_EV_REVOKED
+                                || again.event.type_ == FPGA_P2P_EV_FAULT =>
+                        {
+                            return self.decode(&again.event);
+                        }
+                        Ok(()) => {}
+                        Err(Error::Device {
+                            errno: Errno::EIO, ..
+                        }) => std::thread::sleep(Duration::from_millis(10)),
+                        Err(_) => break,
+                    }
                 }
                 return Err(e);
             }
