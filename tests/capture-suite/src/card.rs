@@ -222,7 +222,8 @@ impl Drop for Card {
 /// detection output (the FPGA's link to the vehicle) received: the count of
 /// whole records and the last record, written to FILE byte for byte.
 pub fn detections(out_file: Option<&Path>, out: &mut crate::common::Outcome) -> Check {
-    let card = Card::find()?.ok_or("no emulated card (its test port keeps the detection records)")?;
+    let card =
+        Card::find()?.ok_or("no emulated card (its test port keeps the detection records)")?;
     let records = card.stat("det_records")?;
     out.note("detection_records", records);
     let Some((tag, bytes)) = card.last_detections() else {
@@ -235,6 +236,9 @@ pub fn detections(out_file: Option<&Path>, out: &mut crate::common::Outcome) -> 
     if let Some(f) = out_file {
         std::fs::write(f, &bytes).ctx(&f.display().to_string())?;
     }
-    out.detail = format!("{records} detection records, the last {} bytes", bytes.len());
+    out.detail = format!(
+        "{records} detection records, the last {} bytes",
+        bytes.len()
+    );
     Ok(())
 }

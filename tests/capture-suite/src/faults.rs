@@ -29,7 +29,7 @@ use tegra_p2p::{FrameSource, SequenceTracker, StartParams};
 
 use crate::card::{Card, Knob};
 use crate::common::{self, Check, Ctx, Outcome};
-use crate::{ensure, Env};
+use crate::{Env, ensure};
 
 #[derive(Args, Debug)]
 pub struct Opts {
@@ -270,7 +270,10 @@ fn probe_running_engine(env: &Env, card: &Card) -> Check<String> {
         "no {} after the engine went quiet",
         env.device.display()
     );
-    ensure!(card.stat("bus_master")? == 1, "bus mastering off after a good probe");
+    ensure!(
+        card.stat("bus_master")? == 1,
+        "bus mastering off after a good probe"
+    );
     Ok("probe with a running engine: no device, bus mastering left off; with the engine quiet, probe works".into())
 }
 
