@@ -422,6 +422,14 @@ static void shim_free_map(struct nvidia_p2p_dma_mapping *map)
 	kfree(map);
 }
 
+/* The largest segment the DMA layer maps for @dev, whole pages. */
+static unsigned int shim_max_segment(struct device *dev)
+{
+	size_t max = min_t(size_t, dma_max_mapping_size(dev), UINT_MAX);
+
+	return max_t(size_t, max & PAGE_MASK, PAGE_SIZE);
+}
+
 int nvidia_p2p_dma_map_pages(struct device *dev,
 			     struct nvidia_p2p_page_table *page_table,
 			     struct nvidia_p2p_dma_mapping **dma_mapping,
@@ -474,8 +482,17 @@ int nvidia_p2p_dma_map_pages(struct device *dev,
 	page_table->mapped |= SHIM_MAPPING_BUSY;
 	mutex_unlock(&page_table->lock);
 
-	ret = sg_alloc_table_from_pages(map->sgt, snap, nr, 0,
-					page_table->size, GFP_KERNEL);
+	/*
+	 * NVIDIA's merges contiguous pages without limit. Under bounce
+	 * buffering (the tests' swiotlb=force) a segment larger than what
+	 * swiotlb maps at once (256 KiB) cannot be mapped at all, so the shim
+	 * keeps each segment within what the DMA layer can map; with an IOMMU
+	 * or direct mapping that limit is not reached.
+	 */
+	ret = sg_alloc_table_from_pages_segment(map->sgt, snap, nr, 0,
+						page_table->size,
+						shim_max_segment(dev),
+						GFP_KERNEL);
 	if (ret)
 		goto put_snap;
 	ret = dma_map_sgtable(dev, map->sgt, direction, 0);
