@@ -39,7 +39,7 @@ step rust:fmt cargo fmt --all --check
 step rust:clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 # --show-output: the figures the tests print (detection rates, errors) and
 # their "skipped: no CUDA" lines appear in the log, not only on failure.
-step rust:test cargo test --workspace --release --locked -- --show-output
+step rust:test cargo test --workspace --release --locked --no-fail-fast -- --show-output
 # The image's Rust binaries for aarch64, built as the layer's recipes build
 # them (the same flags, one build per recipe, offline after a fetch).
 step rust:aarch64 bash yocto-layer/scripts/cross-build.sh

@@ -24,6 +24,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod clock;
 pub mod error;
 pub mod kmod;
 pub mod pattern;

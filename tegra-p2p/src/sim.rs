@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::clock::{monotonic_ns, sleep_until_ns};
 use crate::error::{Error, Result};
 use crate::pattern;
 use crate::queue::{EventQueue, SlotFifo};
@@ -563,16 +564,6 @@ fn every(n: u64, seq: u64) -> bool {
     n != 0 && seq % n == n - 1
 }
 
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: out-pointer to a local timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// The simulated FPGA: one thread, owns FREE slots it claims until it marks them READY.
 struct Producer {
     shared: Arc<Shared>,
@@ -591,25 +582,12 @@ impl Producer {
             if self.shared.stop.load(Ordering::Relaxed) {
                 return false;
             }
-            let now = now_ns();
+            let now = monotonic_ns();
             if now >= t_ns {
                 return true;
             }
-            // Wake at least every 20 ms to notice a stop.
-            let until = t_ns.min(now + 20_000_000);
-            let ts = libc::timespec {
-                tv_sec: (until / 1_000_000_000) as _,
-                tv_nsec: (until % 1_000_000_000) as _,
-            };
-            // SAFETY: absolute sleep on a local timespec; EINTR just loops.
-            unsafe {
-                libc::clock_nanosleep(
-                    libc::CLOCK_MONOTONIC,
-                    libc::TIMER_ABSTIME,
-                    &ts,
-                    std::ptr::null_mut(),
-                )
-            };
+            // Wake at least every 20 ms to notice a stop; EINTR just loops.
+            sleep_until_ns(t_ns.min(now + 20_000_000));
         }
     }
 
@@ -631,7 +609,7 @@ impl Producer {
         let nchunks = slot_bytes / self.chunk_bytes;
         let period_ns = self.period.as_nanos().min(u64::MAX as u128) as u64;
         let frame_ns = period_ns * nchunks as u64;
-        let mut t_next = now_ns();
+        let mut t_next = monotonic_ns();
         let mut pending_drops: u64 = 0;
         let mut seq: u64 = 0;
         loop {
@@ -639,12 +617,12 @@ impl Producer {
                 return;
             }
             // The FPGA's clock does not catch up after the host fell behind.
-            let now = now_ns();
+            let now = monotonic_ns();
             if period_ns > 0 && now > t_next + frame_ns {
                 t_next = now;
             }
             if let Some((_, d)) = self.faults.stall.filter(|&(at, _)| at == seq) {
-                t_next = now_ns() + d.as_nanos() as u64;
+                t_next = monotonic_ns() + d.as_nanos() as u64;
                 if !self.sleep_until(t_next) {
                     return;
                 }
@@ -699,7 +677,7 @@ impl Producer {
             } else {
                 slot_bytes
             };
-            let timestamp_ns = now_ns();
+            let timestamp_ns = monotonic_ns();
             let mut crc = crc32fast::Hasher::new();
             for chunk in 0..nchunks {
                 t_next += period_ns;

@@ -176,6 +176,44 @@ pub enum ParamValue {
     Real(f64),
 }
 
+/// A value as a person reads it (the text console and radarctl): on/off,
+/// an integer, a real in exponent form.
+/// Width and alignment apply (`{:<8}`).
+impl core::fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        use core::fmt::Write;
+        // An i64 or an f64 in exponent form fits in 32 bytes.
+        let mut text = heapless::String::<32>::new();
+        match self {
+            ParamValue::Bool(b) => text
+                .push_str(if *b { "on" } else { "off" })
+                .map_err(|_| core::fmt::Error)?,
+            ParamValue::Int(i) => write!(text, "{i}")?,
+            ParamValue::Real(r) => write!(text, "{r:e}")?,
+        }
+        f.pad(&text)
+    }
+}
+
+impl ParamValue {
+    /// A value as a person types it: on/off (true/false, yes/no), an
+    /// integer, a finite real; None for anything else.
+    pub fn parse_text(s: &str) -> Option<ParamValue> {
+        match s {
+            "on" | "true" | "yes" => return Some(ParamValue::Bool(true)),
+            "off" | "false" | "no" => return Some(ParamValue::Bool(false)),
+            _ => {}
+        }
+        if let Ok(i) = s.parse::<i64>() {
+            return Some(ParamValue::Int(i));
+        }
+        s.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .map(ParamValue::Real)
+    }
+}
+
 /// The type of a parameter (the variant of its value).
 #[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamKind {
@@ -321,4 +359,39 @@ pub struct Telemetry {
     pub frame_rate_hz: f32,
     pub loop_cpu_pct: f32,
     pub gpu: Option<GpuTelemetry>,
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::ParamValue;
+    use std::format;
+
+    /// What a person types reads back as the value shown, padding included.
+    #[test]
+    fn param_values_as_text() {
+        let cases = [
+            ("on", ParamValue::Bool(true), "on"),
+            ("no", ParamValue::Bool(false), "off"),
+            ("-12", ParamValue::Int(-12), "-12"),
+            ("1e-6", ParamValue::Real(1e-6), "1e-6"),
+            ("0.25", ParamValue::Real(0.25), "2.5e-1"),
+        ];
+        for (typed, value, shown) in cases {
+            assert_eq!(ParamValue::parse_text(typed), Some(value), "{typed}");
+            assert_eq!(format!("{value}"), shown);
+        }
+        assert_eq!(format!("[{:<5}]", ParamValue::Int(7)), "[7    ]");
+        assert_eq!(
+            format!("{}", ParamValue::Int(i64::MIN)),
+            "-9223372036854775808"
+        );
+        assert_eq!(
+            format!("{}", ParamValue::Real(-f64::MAX)),
+            "-1.7976931348623157e308"
+        );
+        for bad in ["", "nan", "inf", "1e999", "ten", "0x10"] {
+            assert_eq!(ParamValue::parse_text(bad), None, "{bad:?}");
+        }
+    }
 }

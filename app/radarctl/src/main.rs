@@ -191,7 +191,7 @@ fn run(cli: &Cli) -> Result<(), CtlError> {
         Cmd::Set { name, value } => {
             let n = ParamName::try_from_str(name)
                 .ok_or_else(|| CtlError::Usage(format!("parameter name {name:?} is too long")))?;
-            let v = show::parse_value(value).ok_or_else(|| {
+            let v = ParamValue::parse_text(value).ok_or_else(|| {
                 CtlError::Usage(format!(
                     "cannot read {value:?} as a value (on/off, an integer, a real)"
                 ))
@@ -205,9 +205,7 @@ fn run(cli: &Cli) -> Result<(), CtlError> {
                     } else {
                         println!(
                             "{} = {} (applied at frame {})",
-                            a.param.name,
-                            show::value(&a.param.value),
-                            a.at_frame
+                            a.param.name, a.param.value, a.at_frame
                         );
                     }
                 }

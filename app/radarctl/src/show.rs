@@ -142,39 +142,16 @@ pub fn log(events: &[LogEvent]) {
     }
 }
 
-pub fn value(v: &ParamValue) -> String {
-    match v {
-        ParamValue::Bool(b) => (if *b { "on" } else { "off" }).into(),
-        ParamValue::Int(i) => i.to_string(),
-        ParamValue::Real(r) => format!("{r:e}"),
-    }
-}
-
-pub fn parse_value(s: &str) -> Option<ParamValue> {
-    match s {
-        "on" | "true" | "yes" => return Some(ParamValue::Bool(true)),
-        "off" | "false" | "no" => return Some(ParamValue::Bool(false)),
-        _ => {}
-    }
-    if let Ok(i) = s.parse::<i64>() {
-        return Some(ParamValue::Int(i));
-    }
-    s.parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-        .map(ParamValue::Real)
-}
-
 pub fn params(ps: &[ParamInfo]) {
     let w = ps.iter().map(|p| p.name.len()).max().unwrap_or(0);
     for p in ps {
         println!(
             "{:<w$} = {:<8} {:<5} {} .. {}{}{}  {}",
             p.name.as_str(),
-            value(&p.value),
+            p.value.to_string(),
             format!("{:?}", p.value.kind()),
-            value(&p.min),
-            value(&p.max),
+            p.min,
+            p.max,
             if p.unit.is_empty() || p.unit.as_str() == "1" {
                 String::new()
             } else {
@@ -192,8 +169,8 @@ pub fn param_error(name: &str, e: &ParamError) -> String {
         ParamError::WrongType { expected } => format!("{name} takes a {expected:?} value"),
         ParamError::OutOfRange { min, max, unit } => format!(
             "{name}: value out of range, allowed {} .. {}{}",
-            value(min),
-            value(max),
+            min,
+            max,
             if unit.is_empty() || unit.as_str() == "1" {
                 String::new()
             } else {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use heapless::spsc::Producer;
 use radar_dsp::{Backend, Detections, DspError, FrameInput, SlotFrame};
+use tegra_p2p::clock::monotonic_ns;
 use tegra_p2p::source::Event;
 use tegra_p2p::uapi::FPGA_P2P_EVF_CRC_MISMATCH;
 use tegra_p2p::{Frame, FrameSource, SequenceTracker, TxTarget, verify_test_pattern};
@@ -242,16 +243,6 @@ fn next_frame<'s, 'b>(
     }
 }
 
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: out-pointer to a local timespec (vDSO, no system call).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Counts a frame not processed.
 fn drop_frame(snap: &mut StatusSnapshot, board: &StatusBoard, reason: DropReason, sequence: u64) {
     snap.dropped[reason as usize] += 1;
@@ -281,7 +272,7 @@ pub fn run(
         print_every_on: opts.print_every,
     };
     let mut snap = StatusSnapshot::default();
-    let mut rate_start = now_ns();
+    let mut rate_start = monotonic_ns();
     let mut rate_frames = 0u64;
     let fpga_index = ctx.fpga.as_ref().map(|f| f.index);
     board.post(EventKind::Started, period_ns, 0);
@@ -329,7 +320,7 @@ pub fn run(
                 return Err(e);
             }
         };
-        let t_event = now_ns();
+        let t_event = monotonic_ns();
         let meta = *frame.meta();
         // Capture time on the host clock: the simulator stamps frames with
         // CLOCK_MONOTONIC; a stamp from another clock (in the future, or
@@ -440,7 +431,7 @@ pub fn run(
         }
         frame.release()?;
 
-        let finished = now_ns();
+        let finished = monotonic_ns();
         let latency = finished.saturating_sub(captured);
         let processing = finished.saturating_sub(t_event);
         if processed {

@@ -16,6 +16,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tegra_p2p::clock::{monotonic_ns, sleep_until_ns};
 use tegra_p2p::source::{ChunkEvent, Event, SlotRelease};
 use tegra_p2p::{
     Counters, Error, Frame, FrameMeta, FrameSource, Result, RingMemory, StartParams, uapi,
@@ -44,33 +45,6 @@ struct State {
     /// The frame being read: slot, next chunk, running CRC.
     filling: Option<(u32, usize, crc32fast::Hasher)>,
     due_ns: u64,
-}
-
-fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: out-pointer to a local timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn sleep_until(t_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (t_ns / 1_000_000_000) as _,
-        tv_nsec: (t_ns % 1_000_000_000) as _,
-    };
-    // SAFETY: absolute sleep on a local timespec; an early wake (EINTR) only
-    // delivers a frame early, which the caller's loop tolerates.
-    unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    };
 }
 
 impl ReplaySource {
@@ -206,7 +180,7 @@ impl FrameSource for ReplaySource {
         let st = self.state.get_mut();
         st.streaming = true;
         st.chunk_events = params.chunk_events;
-        st.due_ns = now_ns();
+        st.due_ns = monotonic_ns();
         Ok(())
     }
 
@@ -237,7 +211,7 @@ impl FrameSource for ReplaySource {
             Some(f) => f,
             None => {
                 if let Some(p) = self.period {
-                    sleep_until(st.due_ns);
+                    sleep_until_ns(st.due_ns);
                     st.due_ns += p.as_nanos() as u64;
                 }
                 let slot = self.free_slot(&mut st)?;
@@ -299,7 +273,7 @@ impl FrameSource for ReplaySource {
         let meta = FrameMeta {
             slot,
             sequence: entry.sequence,
-            timestamp_ns: now_ns(),
+            timestamp_ns: monotonic_ns(),
             flags: entry.flags & !uapi::FPGA_P2P_EVF_TX_ERROR,
             dropped: entry.dropped,
             bytes: entry.bytes,

@@ -8,7 +8,7 @@ use diag_proto::{Health, LogRequest, ParamValue};
 
 use crate::status::{LATENCY_BINS, latency_bin_edges_us};
 
-use super::params::{Params, parse_value, show_error, show_value};
+use super::params::{Params, show_error};
 use super::server::Core;
 use super::view;
 
@@ -239,10 +239,10 @@ fn get(core: &mut Core<'_>, args: &[&str], out: &mut String) -> Result<(), Strin
             out,
             "{} = {}  ({:?}, {} .. {}{}{})  {}",
             p.name,
-            show_value(&p.value),
+            p.value,
             p.value.kind(),
-            show_value(&p.min),
-            show_value(&p.max),
+            p.min,
+            p.max,
             // "1": dimensionless (a probability), as radarctl shows it.
             if p.unit.is_empty() || p.unit.as_str() == "1" {
                 String::new()
@@ -261,14 +261,12 @@ fn set(core: &mut Core<'_>, args: &[&str], out: &mut String) -> Result<(), Strin
         return Err("usage: set NAME VALUE".into());
     };
     let v: ParamValue =
-        parse_value(value).ok_or_else(|| format!("cannot read {value:?} as a value"))?;
+        ParamValue::parse_text(value).ok_or_else(|| format!("cannot read {value:?} as a value"))?;
     let applied = core.set_param(name, v).map_err(|e| show_error(name, &e))?;
     let _ = writeln!(
         out,
         "{} = {} (applied at frame {})",
-        applied.param.name,
-        show_value(&applied.param.value),
-        applied.at_frame
+        applied.param.name, applied.param.value, applied.at_frame
     );
     Ok(())
 }

@@ -215,31 +215,6 @@ fn info(
     }
 }
 
-/// A value as a person reads it.
-pub fn show_value(v: &ParamValue) -> String {
-    match v {
-        ParamValue::Bool(b) => (if *b { "on" } else { "off" }).to_string(),
-        ParamValue::Int(i) => i.to_string(),
-        ParamValue::Real(r) => format!("{r:e}"),
-    }
-}
-
-/// A value as a person types it: on/off/true/false, an integer, a real.
-pub fn parse_value(s: &str) -> Option<ParamValue> {
-    match s {
-        "on" | "true" | "yes" => return Some(ParamValue::Bool(true)),
-        "off" | "false" | "no" => return Some(ParamValue::Bool(false)),
-        _ => {}
-    }
-    if let Ok(i) = s.parse::<i64>() {
-        return Some(ParamValue::Int(i));
-    }
-    s.parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-        .map(ParamValue::Real)
-}
-
 /// A parameter error as a person reads it.
 pub fn show_error(name: &str, e: &ParamError) -> String {
     match e {
@@ -247,8 +222,8 @@ pub fn show_error(name: &str, e: &ParamError) -> String {
         ParamError::WrongType { expected } => format!("{name} takes a {expected:?} value"),
         ParamError::OutOfRange { min, max, unit } => format!(
             "{name} out of range: allowed {} .. {}{}",
-            show_value(min),
-            show_value(max),
+            min,
+            max,
             if unit.is_empty() || unit.as_str() == "1" {
                 String::new()
             } else {
