@@ -1,15 +1,15 @@
 #!/bin/sh
 # The radard suite of the QEMU harness (guest side; tests/qemu/guest-init.sh
 # runs it with fpga_p2p and nvp2p_shim freshly loaded): radard itself, built
-# static, on the kernel module and the FPGA model.
+# static, on the kernel module and the emulated FPGA card.
 #
 # 1. Each scene (scene-*.toml here): radard --source kmod --backend cpu
-#    uploads the scene's frames through the transmit path to the model's
-#    playback memory, the model plays them back through the capture path,
+#    uploads the scene's frames through the transmit path to the card's
+#    playback memory, the card plays them back through the capture path,
 #    and every frame line must report every target of the scene
 #    (targets.awk); the run ends at its frame limit with no sequence or
 #    payload error. Its fpga sink sends every frame's detections record
-#    over the transmit channel: the model counts the records it received
+#    over the transmit channel: the card counts the records it received
 #    (they must be the records sent, the last one possibly still in flight
 #    at the stop) and keeps the last one, which `radard decode-record` must
 #    decode to exactly the line radard's jsonl sink wrote for that frame.
@@ -24,9 +24,9 @@ D=${RADARD_SUITE_DIR:-/etc/radard}
 OUT=/tmp/radard-suite
 FRAMES=${RADARD_SUITE_FRAMES:-100}
 REVOKE=/sys/kernel/debug/nvp2p_shim/revoke
-# Where the FPGA shows what it received on the transmit channel
-# (tests/qemu/README.md): the last detections record, and its stats.
-FPGA_DBG=${RADARD_SUITE_FPGA_DBG:-/sys/kernel/debug/fpga_p2p_model/0}
+# What the FPGA received on the transmit channel comes from the emulated
+# card's test port (tests/qemu/README.md): `p2p-suite card-detections`
+# counts the complete detections records and writes the newest one.
 mkdir -p "$OUT"
 fail='' details=''
 frames_verified=0 revocations=0 kill_cycles=0
@@ -71,9 +71,11 @@ run_ok() { # NAME RC LOG
 	return 1
 }
 
-# detection_records in the FPGA's stats.
+# The card's count of complete detections records; its newest record goes
+# to $OUT/last.record.
 fpga_records() {
-	sed -n 's/^detection_records \([0-9]*\)$/\1/p' "$FPGA_DBG/stats" 2>/dev/null
+	p2p-suite card-detections --out "$OUT/last.record" 2>/dev/null |
+		sed -n 's/^@@result .*"detection_records":\([0-9]*\).*/\1/p'
 }
 
 # The fpga sink's records against the jsonl sink's lines of the run.
@@ -82,7 +84,7 @@ check_fpga_records() { # SCENE RECORDS-BEFORE
 	after=$(fpga_records)
 	sent=$(sed -n 's/^summary: sink\[0\] fpga .* sent=\([0-9]*\) .*/\1/p' "$OUT/$s.log")
 	if [ -z "$after" ] || [ -z "$sent" ]; then
-		failed "scene $s: fpga sink: no count (model stats '$after', radard sent '$sent')"
+		failed "scene $s: fpga sink: no count (card '$after', radard sent '$sent')"
 		return 1
 	fi
 	got=$((after - $2))
@@ -90,7 +92,7 @@ check_fpga_records() { # SCENE RECORDS-BEFORE
 		failed "scene $s: fpga sink sent $sent records, the FPGA received $got"
 		return 1
 	fi
-	cat "$FPGA_DBG/detections" >"$OUT/$s.record" 2>/dev/null
+	cp "$OUT/last.record" "$OUT/$s.record" 2>/dev/null
 	if ! radard decode-record --input "$OUT/$s.record" >"$OUT/$s.decoded" 2>"$OUT/$s.decode-err"; then
 		failed "scene $s: the FPGA's last record: $(cat "$OUT/$s.decode-err")"
 		return 1
