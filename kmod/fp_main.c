@@ -294,15 +294,23 @@ static struct pci_driver fp_pci_driver = {
 static int __init fp_init(void)
 {
 	size_t i;
+	int ret;
 
 	for (i = 0; i < ARRAY_SIZE(fp_counter_attr); i++)
 		fp_counter_attrs[i] = &fp_counter_attr[i].attr;
-	return pci_register_driver(&fp_pci_driver);
+	ret = fp_ring_init();
+	if (ret)
+		return ret;
+	ret = pci_register_driver(&fp_pci_driver);
+	if (ret)
+		fp_ring_exit();
+	return ret;
 }
 
 static void __exit fp_exit(void)
 {
 	pci_unregister_driver(&fp_pci_driver);
+	fp_ring_exit();
 	fp_ring_free_buried();
 }
 

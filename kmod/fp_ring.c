@@ -11,7 +11,8 @@
  * DMA down (stop the engine, free the descriptors, free the mapping and the
  * page table):
  *  - the callback, when the memory is revoked (munmap, exit, test revoke);
- *    it then queues EV_REVOKED;
+ *    it then queues EV_REVOKED and leaves the unmap and unpin to
+ *    fp_ring_unmap_work() (never into nv-p2p from inside its callback);
  *  - the owner (UNREGISTER, close, device removal, a failed REGISTER) after
  *    its own nvidia_p2p_put_pages(), whose callback only records the cause.
  * The page-table struct itself is freed only when the ring is destroyed
@@ -32,10 +33,15 @@
 
 static void fp_ring_free_dma(struct fp_ring *ring)
 {
-	struct device *dev = ring->fdev->dev;
 	u32 i;
 
+	/*
+	 * The device is read only while blocks are left: the last reference
+	 * may be dropped by the unmap work after the device is gone.
+	 */
 	for (i = 0; i < ring->nblocks; i++) {
+		struct device *dev = ring->fdev->dev;
+
 		if (ring->desc_blk && ring->desc_blk[i].cpu)
 			dma_free_coherent(dev, PAGE_SIZE, ring->desc_blk[i].cpu,
 					  ring->desc_blk[i].dma);
@@ -92,13 +98,61 @@ struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle)
 }
 
 /*
+ * Unmap and unpin deferred from a free callback. NVIDIA's module takes its
+ * page-table mutex in nvidia_p2p_dma_unmap_pages() and
+ * nvidia_p2p_free_page_table(), and allocates under that mutex in
+ * nvidia_p2p_dma_map_pages(); memory reclaim may invalidate, so the free
+ * callback (inside mmu_notifier_invalidate_range_start) must not take it:
+ * lockdep calls that a circular dependency, and under memory pressure it is
+ * a deadlock. The engine is stopped before the work is queued and the pages
+ * stay pinned until it runs, so nothing is freed under the card meanwhile.
+ * The ring's torn_down completes here, so the owner's UNREGISTER, close or
+ * removal waits for it before it frees the page-table struct.
+ */
+static struct workqueue_struct *fp_unmap_wq;
+
+int fp_ring_init(void)
+{
+	fp_unmap_wq = alloc_workqueue("fpga_p2p_unmap", WQ_UNBOUND, 0);
+	return fp_unmap_wq ? 0 : -ENOMEM;
+}
+
+/* Module unload: every queued unmap has run before the code goes. */
+void fp_ring_exit(void)
+{
+	destroy_workqueue(fp_unmap_wq);
+}
+
+static void fp_ring_free_p2p(struct fp_ring *ring)
+{
+	if (ring->map) {
+		nvidia_p2p_free_dma_mapping(ring->map);
+		ring->map = NULL;
+	}
+	if (ring->pt)
+		nvidia_p2p_free_page_table(ring->pt);
+}
+
+static void fp_ring_unmap_work(struct work_struct *work)
+{
+	struct fp_ring *ring = container_of(work, struct fp_ring, unmap_work);
+
+	fp_ring_free_p2p(ring);
+	complete_all(&ring->torn_down);
+	fp_ring_put(ring);
+}
+
+/*
  * Stop the engine and release the ring's DMA resources: descriptors, the
  * nv-p2p mapping and the pinned pages. Runs once per ring. @final is the
  * state the ring is left in; @fault, when not 0, is queued as EV_FAULT.
+ * From a free callback (@in_callback) the mapping and the pages are given
+ * back by fp_ring_unmap_work(), which then completes torn_down.
  */
 static void fp_ring_teardown(struct fp_ring *ring, enum fp_ring_state final,
-			     u32 fault)
+			     u32 fault, bool in_callback)
 {
+	bool deferred = false;
 	struct fp_dev *fdev = ring->fdev;
 	enum fp_ring_state old;
 	unsigned long flags;
@@ -137,12 +191,13 @@ static void fp_ring_teardown(struct fp_ring *ring, enum fp_ring_state final,
 			fault = FPGA_P2P_FAULT_DMA_TIMEOUT;
 	} else {
 		fp_ring_free_dma(ring);
-		if (ring->map) {
-			nvidia_p2p_free_dma_mapping(ring->map);
-			ring->map = NULL;
+		if (in_callback && (ring->map || ring->pt)) {
+			kref_get(&ring->ref);
+			queue_work(fp_unmap_wq, &ring->unmap_work);
+			deferred = true;
+		} else {
+			fp_ring_free_p2p(ring);
 		}
-		if (ring->pt)
-			nvidia_p2p_free_page_table(ring->pt);
 	}
 
 	if (old != FP_RING_BUILDING) {
@@ -162,7 +217,8 @@ static void fp_ring_teardown(struct fp_ring *ring, enum fp_ring_state final,
 		}
 	}
 	fp_file_wake(ring->fp);
-	complete_all(&ring->torn_down);
+	if (!deferred)
+		complete_all(&ring->torn_down);
 }
 
 /*
@@ -200,7 +256,7 @@ static void fp_ring_free_callback(void *data)
 	spin_unlock_irqrestore(&ring->lock, flags);
 
 	if (mine)
-		fp_ring_teardown(ring, FP_RING_REVOKED, 0);
+		fp_ring_teardown(ring, FP_RING_REVOKED, 0, true);
 	else if (wait)
 		wait_for_completion_timeout(&ring->torn_down,
 					    msecs_to_jiffies(FP_TEARDOWN_TIMEOUT_MS));
@@ -271,7 +327,7 @@ void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why)
 	if (mine)
 		fp_ring_teardown(ring, FP_RING_DEAD,
 				 why == FP_RELEASE_REMOVE ?
-				 FPGA_P2P_FAULT_DEVICE_GONE : 0);
+				 FPGA_P2P_FAULT_DEVICE_GONE : 0, false);
 	else if (!wait_for_completion_timeout(&ring->torn_down, timeout))
 		fp_ring_abandon(ring, "revocation");
 }
@@ -628,6 +684,7 @@ int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r)
 	kref_init(&ring->ref);
 	spin_lock_init(&ring->lock);
 	init_completion(&ring->torn_down);
+	INIT_WORK(&ring->unmap_work, fp_ring_unmap_work);
 	ring->fp = fp;
 	ring->fdev = fdev;
 	ring->dir = dir;

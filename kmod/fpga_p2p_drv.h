@@ -38,6 +38,7 @@
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/workqueue.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -238,6 +239,7 @@ struct fp_ring {
 	bool destroyed;			/* fp_ring_destroy() ran (quarantine_lock) */
 	struct list_head qnode;		/* on fdev->quarantine while parked */
 	struct completion torn_down;
+	struct work_struct unmap_work;	/* unmap after a revocation */
 
 	/*
 	 * Descriptor ring: ndesc linked positions (links and, for capture,
@@ -402,6 +404,8 @@ void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why);
 struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle);
 void fp_ring_put(struct fp_ring *ring);
 void fp_ring_free_buried(void);
+int fp_ring_init(void);
+void fp_ring_exit(void);
 void fp_ring_abandon(struct fp_ring *ring, const char *what);
 void fp_ring_reap_quarantine(struct fp_dev *fdev, bool engine_quiet);
 
