@@ -113,8 +113,16 @@ scene_run() { # SCENE FRAMES
 	config_for "$s"
 	before=$(fpga_records)
 	rm -f "$OUT/$s.jsonl"
+	# Bounded: radard rides out source timeouts (they are not fatal), so a
+	# device that stopped delivering would otherwise keep it waiting.
 	radard --config "$OUT/$s.toml" --frames "$2" --no-rt --stats-json "$OUT/$s.json" \
-		--sink fpga --sink "jsonl:$OUT/$s.jsonl" >"$OUT/$s.log" 2>&1
+		--sink fpga --sink "jsonl:$OUT/$s.jsonl" >"$OUT/$s.log" 2>&1 &
+	spid=$!
+	if ! wait_for "! kill -0 $spid 2>/dev/null" 180; then
+		failed "scene $s: radard still running after 180 s ($(stacks "$spid"); last lines: $(tail -n 2 "$OUT/$s.log" | tr '\n' ' '))"
+		kill -KILL "$spid" 2>/dev/null
+	fi
+	wait "$spid"
 	rc=$?
 	grep -v '^frame ' "$OUT/$s.log" | sed "s/^/[$s] /" >&2
 	run_ok "scene $s" "$rc" "$OUT/$s.log" || return 1
@@ -188,9 +196,18 @@ fi
 # channel too), then the device again.
 if start_bg kill 10 --sink fpga; then
 	kill -KILL "$pid"
-	wait "$pid"
-	rc=$?
-	if [ "$rc" -ne 137 ]; then
+	# A killed radard that does not go is a finding (with its threads'
+	# kernel stacks), not a hang of the suite.
+	if wait_for "! kill -0 $pid 2>/dev/null" 30; then
+		wait "$pid"
+		rc=$?
+	else
+		failed "kill: radard still there 30 s after SIGKILL ($(stacks "$pid"))"
+		rc=none
+	fi
+	if [ "$rc" = none ]; then
+		:
+	elif [ "$rc" -ne 137 ]; then
 		failed "kill: exit status $rc, expected 137"
 	elif scene_run a 20; then
 		kill_cycles=1
