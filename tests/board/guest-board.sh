@@ -143,7 +143,7 @@ udev_test() {
 	done <"$MODDIR/deps.order"
 	insmod "$MODDIR/nvp2p_shim.ko" || { check load-shim 1 "insmod nvp2p_shim failed"; return; }
 	# Without udev: devtmpfs' default, root 0600.
-	insmod "$MODDIR/fpga_p2p.ko" model_devices=1
+	insmod "$MODDIR/fpga_p2p.ko"
 	wait_for '[ -c /dev/fpga-p2p0 ]' 20
 	before=$(stat -c '%G %a' /dev/fpga-p2p0 2>&1)
 	check node-without-udev "$([ "$before" = 'root 600' ]; echo $?)" "/dev/fpga-p2p0: $before"
@@ -153,7 +153,7 @@ udev_test() {
 	/lib/systemd/systemd-udevd --daemon >/tmp/udevd.log 2>&1
 	wait_for '[ -S /run/udev/control ]' 30
 	check udevd-running "$([ -S /run/udev/control ]; echo $?)" "$(head -c 300 /tmp/udevd.log)"
-	insmod "$MODDIR/fpga_p2p.ko" model_devices=1
+	insmod "$MODDIR/fpga_p2p.ko"
 	wait_for '[ -c /dev/fpga-p2p0 ]' 20
 	udevadm settle --timeout=60
 	after=$(stat -c '%G %a' /dev/fpga-p2p0 2>&1)

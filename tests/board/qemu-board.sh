@@ -87,7 +87,7 @@ udev)
 	as_root cat "/boot/vmlinuz-$kver" >"$kimage"
 	cp -a "$top/kmod" "$work/kmod"
 	make -C "$work/kmod" KDIR="$kdir" clean >/dev/null 2>&1 || true
-	make -C "$work/kmod" KDIR="$kdir" FPGA_P2P_MODEL=1 -j"$(nproc)" >"$work/kmod.log" 2>&1 ||
+	make -C "$work/kmod" KDIR="$kdir" -j"$(nproc)" >"$work/kmod.log" 2>&1 ||
 		{ cat "$work/kmod.log" >&2; die "building the modules failed"; }
 	for m in nvp2p_shim fpga_p2p; do
 		ko=$(find "$work/kmod" -name "$m.ko" -print -quit)
@@ -117,7 +117,12 @@ esac
 python3 "$top/tests/qemu/harness.py" cpio "$root" "$work/initramfs.cpio"
 log "booting the $test_name guest ($(du -h "$work/initramfs.cpio" | cut -f1) initramfs)"
 t0=$SECONDS
-timeout -k 10 600 qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nodefaults -no-user-config \
+# QEMU with the emulated FPGA card (tests/qemu/build-qemu.sh, cached): the
+# driver creates /dev/fpga-p2p0 for it as for the card on the unit.
+qemu_bin=$(bash "$top/tests/qemu/build-qemu.sh" | tail -n 1)
+[ -x "$qemu_bin" ] || die "no QEMU binary from tests/qemu/build-qemu.sh"
+timeout -k 10 600 "$qemu_bin" -accel tcg -machine q35 -smp 2 -m 2048 -nodefaults -no-user-config \
+	-L /usr/share/qemu -L /usr/share/seabios -device radar-fpga-card \
 	-display none -no-reboot -kernel "$kimage" -initrd "$work/initramfs.cpio" \
 	-append "console=ttyS0,115200 panic=-1 radar.board=$test_name" \
 	-serial "file:$console" -serial "file:$results" </dev/null || true
