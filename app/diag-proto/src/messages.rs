@@ -289,6 +289,43 @@ pub enum ParamError {
     },
 }
 
+impl ParamError {
+    /// The refusal as a person reads it, for parameter `name` (the text
+    /// console and radarctl say the same).
+    pub fn describe<'a>(&'a self, name: &'a str) -> impl core::fmt::Display + 'a {
+        ParamErrorText { name, error: self }
+    }
+}
+
+struct ParamErrorText<'a> {
+    name: &'a str,
+    error: &'a ParamError,
+}
+
+impl core::fmt::Display for ParamErrorText<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let name = self.name;
+        match self.error {
+            ParamError::Unknown => write!(f, "unknown parameter {name:?}"),
+            ParamError::WrongType { expected } => write!(f, "{name} takes a {expected:?} value"),
+            ParamError::OutOfRange { min, max, unit } => {
+                write!(f, "{name}: value out of range, allowed {min} .. {max}")?;
+                // "1" is the unit of a dimensionless value: not shown.
+                if !unit.is_empty() && unit.as_str() != "1" {
+                    write!(f, " {}", unit.as_str())?;
+                }
+                Ok(())
+            }
+            ParamError::ReadOnly { reason } => {
+                write!(f, "{name} is read-only: {}", reason.as_str())
+            }
+            ParamError::NotApplied { reason } => {
+                write!(f, "{name} not applied: {}", reason.as_str())
+            }
+        }
+    }
+}
+
 /// Cells in one snapshot piece.
 pub const PIECE_CELLS: usize = 512;
 

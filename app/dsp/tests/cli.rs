@@ -78,7 +78,10 @@ fn scene_then_detect_round_trip() {
     for (i, l) in lines.iter().enumerate() {
         assert_eq!(l["version"], 1, "{l}");
         assert_eq!(l["sequence"], i as u64, "{l}");
-        assert!(l["timestamp_ns"].is_null() && l["latency_ns"].is_null(), "{l}");
+        assert!(
+            l["timestamp_ns"].is_null() && l["latency_ns"].is_null(),
+            "{l}"
+        );
         assert_eq!(l["count"], 2, "{l}");
         assert_eq!(l["cut"], 0);
         let dets = l["detections"].as_array().unwrap();

@@ -185,7 +185,7 @@ fn run(cli: &Cli) -> Result<(), CtlError> {
                         show::params(std::slice::from_ref(&p))
                     }
                 }
-                Err(e) => return Err(CtlError::Refused(show::param_error(name, &e))),
+                Err(e) => return Err(CtlError::Refused(refusal(name, &e))),
             }
         }
         Cmd::Set { name, value } => {
@@ -209,7 +209,7 @@ fn run(cli: &Cli) -> Result<(), CtlError> {
                         );
                     }
                 }
-                Err(e) => return Err(CtlError::Refused(show::param_error(name, &e))),
+                Err(e) => return Err(CtlError::Refused(refusal(name, &e))),
             }
         }
         Cmd::Snapshot { png } => {
@@ -343,4 +343,12 @@ fn fetch_snapshot(c: &mut Client) -> Result<Snapshot, CtlError> {
     Err(CtlError::Refused(
         "snapshot: the map changed under three attempts in a row".into(),
     ))
+}
+
+/// A refused parameter request, with where to find the names.
+fn refusal(name: &str, e: &ParamError) -> String {
+    match e {
+        ParamError::Unknown => format!("{} (radarctl params lists them)", e.describe(name)),
+        _ => e.describe(name).to_string(),
+    }
 }

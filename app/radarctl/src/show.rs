@@ -163,25 +163,6 @@ pub fn params(ps: &[ParamInfo]) {
     }
 }
 
-pub fn param_error(name: &str, e: &ParamError) -> String {
-    match e {
-        ParamError::Unknown => format!("unknown parameter {name:?} (radarctl params lists them)"),
-        ParamError::WrongType { expected } => format!("{name} takes a {expected:?} value"),
-        ParamError::OutOfRange { min, max, unit } => format!(
-            "{name}: value out of range, allowed {} .. {}{}",
-            min,
-            max,
-            if unit.is_empty() || unit.as_str() == "1" {
-                String::new()
-            } else {
-                format!(" {unit}")
-            }
-        ),
-        ParamError::ReadOnly { reason } => format!("{name} is read-only: {reason}"),
-        ParamError::NotApplied { reason } => format!("{name} not applied: {reason}"),
-    }
-}
-
 pub fn snapshot(s: &crate::Snapshot) {
     let i = &s.info;
     println!(

@@ -223,7 +223,7 @@ fn text_console_answers_typed_bytes() {
         String::from_utf8_lossy(&a.read_for(Duration::from_secs(5), |g| g.ends_with(b"radar:/> ")))
             .into_owned();
     assert!(
-        text.contains("Error -1 cfar.pfa out of range: allowed 1e-12 .. 1e-1"),
+        text.contains("Error -1 cfar.pfa: value out of range, allowed 1e-12 .. 1e-1"),
         "{text:?}"
     );
     a.master.write_all(b"\r").unwrap();

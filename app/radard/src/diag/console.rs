@@ -4,11 +4,11 @@
 
 use std::fmt::Write as _;
 
-use diag_proto::{Health, LogRequest, ParamValue};
+use diag_proto::{Health, LogRequest, ParamError, ParamValue};
 
 use crate::status::{LATENCY_BINS, latency_bin_edges_us};
 
-use super::params::{Params, show_error};
+use super::params::Params;
 use super::server::Core;
 use super::view;
 
@@ -262,7 +262,10 @@ fn set(core: &mut Core<'_>, args: &[&str], out: &mut String) -> Result<(), Strin
     };
     let v: ParamValue =
         ParamValue::parse_text(value).ok_or_else(|| format!("cannot read {value:?} as a value"))?;
-    let applied = core.set_param(name, v).map_err(|e| show_error(name, &e))?;
+    let applied = core.set_param(name, v).map_err(|e| match e {
+        ParamError::Unknown => format!("{} (get lists them)", e.describe(name)),
+        _ => e.describe(name).to_string(),
+    })?;
     let _ = writeln!(
         out,
         "{} = {} (applied at frame {})",

@@ -215,26 +215,6 @@ fn info(
     }
 }
 
-/// A parameter error as a person reads it.
-pub fn show_error(name: &str, e: &ParamError) -> String {
-    match e {
-        ParamError::Unknown => format!("unknown parameter {name:?} (get lists them)"),
-        ParamError::WrongType { expected } => format!("{name} takes a {expected:?} value"),
-        ParamError::OutOfRange { min, max, unit } => format!(
-            "{name} out of range: allowed {} .. {}{}",
-            min,
-            max,
-            if unit.is_empty() || unit.as_str() == "1" {
-                String::new()
-            } else {
-                format!(" {unit}")
-            }
-        ),
-        ParamError::ReadOnly { reason } => format!("{name} is read-only: {reason}"),
-        ParamError::NotApplied { reason } => format!("{name} not applied: {reason}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,7 +235,9 @@ mod tests {
             .err()
             .expect("refused");
         assert!(
-            show_error("cfar.pfa", &e).contains("allowed 1e-12 .. 1e-1"),
+            e.describe("cfar.pfa")
+                .to_string()
+                .contains("allowed 1e-12 .. 1e-1"),
             "{e:?}"
         );
         assert!(matches!(
