@@ -89,6 +89,31 @@ pub struct GpuTelemetry {
     pub throttled: Option<bool>,
 }
 
+/// `source: temperature, clock, load, throttling`, each "n/a" when the
+/// unit has no such figure (the console and radarctl say the same).
+impl core::fmt::Display for GpuTelemetry {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}: ", self.source.as_str())?;
+        match self.temperature_c {
+            Some(t) => write!(f, "{t:.1} C, ")?,
+            None => f.write_str("temperature n/a, ")?,
+        }
+        match self.sm_clock_mhz {
+            Some(c) => write!(f, "{c} MHz, ")?,
+            None => f.write_str("clock n/a, ")?,
+        }
+        match self.load_pct {
+            Some(l) => write!(f, "load {l:.0} %, ")?,
+            None => f.write_str("load n/a, ")?,
+        }
+        f.write_str(match self.throttled {
+            Some(true) => "THROTTLED",
+            Some(false) => "not throttled",
+            None => "throttle n/a",
+        })
+    }
+}
+
 #[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
 pub struct Status {
     pub uptime_ms: u64,
@@ -430,5 +455,33 @@ mod tests {
         for bad in ["", "nan", "inf", "1e999", "ten", "0x10"] {
             assert_eq!(ParamValue::parse_text(bad), None, "{bad:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod gpu_text_tests {
+    extern crate std;
+    use super::GpuTelemetry;
+    use crate::bounded::Text;
+    use std::format;
+
+    #[test]
+    fn gpu_telemetry_as_text() {
+        let mut g = GpuTelemetry {
+            source: Text::truncate_from("nvml"),
+            temperature_c: Some(37.04),
+            sm_clock_mhz: Some(1980),
+            load_pct: Some(52.0),
+            throttled: Some(false),
+        };
+        assert_eq!(
+            format!("{g}"),
+            "nvml: 37.0 C, 1980 MHz, load 52 %, not throttled"
+        );
+        (g.temperature_c, g.sm_clock_mhz, g.load_pct, g.throttled) = (None, None, None, None);
+        assert_eq!(
+            format!("{g}"),
+            "nvml: temperature n/a, clock n/a, load n/a, throttle n/a"
+        );
     }
 }

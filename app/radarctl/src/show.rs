@@ -59,24 +59,7 @@ pub fn status(s: &Status) {
 }
 
 pub fn gpu(g: Option<&GpuTelemetry>) -> String {
-    match g {
-        None => "telemetry n/a".into(),
-        Some(g) => format!(
-            "{}: {}, {}, {}, {}",
-            g.source,
-            g.temperature_c
-                .map_or("temperature n/a".into(), |t| format!("{t:.1} C")),
-            g.sm_clock_mhz
-                .map_or("clock n/a".into(), |c| format!("{c} MHz")),
-            g.load_pct
-                .map_or("load n/a".into(), |l| format!("load {l:.0} %")),
-            g.throttled.map_or("throttle n/a", |t| if t {
-                "THROTTLED"
-            } else {
-                "not throttled"
-            }),
-        ),
-    }
+    g.map_or("telemetry n/a".into(), |g| g.to_string())
 }
 
 /// The histogram's bins from the first to the last non-empty one, as

@@ -130,22 +130,7 @@ fn status(core: &mut Core<'_>, out: &mut String) -> Result<(), String> {
     }
     match &s.gpu {
         Some(g) => {
-            let _ = writeln!(
-                out,
-                "gpu ({}): {}  {}  {}  {}",
-                g.source,
-                g.temperature_c
-                    .map_or("temperature n/a".into(), |t| format!("{t:.1} C")),
-                g.sm_clock_mhz
-                    .map_or("clock n/a".into(), |c| format!("{c} MHz")),
-                g.load_pct
-                    .map_or("load n/a".into(), |l| format!("load {l:.0} %")),
-                g.throttled.map_or("throttle n/a", |t| if t {
-                    "THROTTLED"
-                } else {
-                    "not throttled"
-                }),
-            );
+            let _ = writeln!(out, "gpu {g}");
         }
         None => {
             let _ = writeln!(out, "gpu telemetry n/a");
