@@ -29,7 +29,7 @@ strip "$DEST/radar-dsp" "$DEST/cuda_matches_cpu" "$DEST/radar_dsp_unit" "$DEST/r
 cp "$(dirname "$0")/run.sh" "$(dirname "$0")/ncu_table.py" "$(dirname "$0")/tail.py" "$(dirname "$0")/correlate.py" "$DEST/"
 cp tests/radard_targets.py "$DEST/"
 # radard's own GPU-machine runs (8 ms and 1 ms frames): DEST/gpu-run.sh.
-cp app/radard/gpu-run.sh app/radard/gpu-run.toml "$DEST/"
+cp app/radard/gpu-run.sh app/radard/gpu-variants.sh app/radard/gpu-run.toml "$DEST/"
 # Optional: cubins of the default configuration's kernels for run.sh to
 # disassemble there (cuobjdump), when NVRTC and ptxas are at hand here
 # (CUDA_TOOLS: a pip nvidia-cuda-nvrtc-cu12 / nvidia-cuda-nvcc-cu12 tree).

@@ -6,7 +6,8 @@
 //! thread; `frame_loop` the loop itself; `report` the non-real-time side
 //! (per-frame lines, status, summary) fed through a lock-free queue;
 //! `telemetry` the GPU's temperature, clocks and load; `recording`,
-//! `record` and `replay` the recorded frame files.
+//! `record` and `replay` the recorded frame files; `threads` how the
+//! process's threads were scheduled over a run.
 
 pub mod config;
 pub mod diag;
@@ -22,5 +23,6 @@ pub mod setup;
 pub mod sinks;
 pub mod status;
 pub mod telemetry;
+pub mod threads;
 
 pub use config::RadardConfig;

@@ -24,6 +24,7 @@ use radard::sinks::{
 };
 use radard::status::{DropReason, PowerMapSnapshot, StatusBoard};
 use radard::telemetry::{self, TelemetryCell};
+use radard::threads;
 use radard::{rt, setup};
 use serde::Serialize;
 
@@ -183,6 +184,11 @@ struct Summary {
     source_counters: Option<SourceCounters>,
     /// The last GPU telemetry sample (None: off, or none taken).
     telemetry: Option<telemetry::Sample>,
+    /// Each thread's CPU time, wait for a CPU and preemptions over the run.
+    threads: Vec<threads::ThreadUsage>,
+    /// CPU time the hypervisor took from this machine during the run (ms,
+    /// all CPUs; None where /proc/stat has no steal column).
+    steal_ms: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -605,7 +611,8 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
     }
 
     let status_every = Duration::from_millis(u64::from(cfg.output.status_interval_ms));
-    let (result, figures) = std::thread::scope(|scope| {
+    let threads_start = threads::sample();
+    let (result, figures, threads_end) = std::thread::scope(|scope| {
         if let Some(mut reader) = telemetry_reader {
             let (cell, stop) = (&telemetry_cell, &telemetry_stop);
             let interval = Duration::from_millis(u64::from(cfg.telemetry.interval_ms));
@@ -637,6 +644,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         }
         let printer = scope.spawn(|| {
             rt::normal_thread();
+            threads::name_this_thread(c"status");
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
             run_printer(
@@ -659,6 +667,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
                 Box::new(move || cell.latest().and_then(|t| t.gpu_telemetry()));
             scope.spawn(move || {
                 rt::normal_thread();
+                threads::name_this_thread(c"diag");
                 let mut server =
                     diag::Server::new(board, unit_info, params, Some(server_link), Some(gpu));
                 diag::serve(&cfg.diag, port, &mut server, done);
@@ -685,6 +694,8 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             .as_mut()
             .map(|s| s.backend.as_mut() as &mut dyn radar_dsp::Backend);
         let r = frame_loop::run(source.as_dyn(), backend, &mut dets, &opts, &mut ctx);
+        // While every thread of the run is still there.
+        let threads_end = threads::sample();
         sinks_done.store(true, Ordering::Release);
         for w in writers {
             let _ = w.join();
@@ -695,8 +706,9 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         if let Some(t) = diag_thread {
             let _ = t.join();
         }
-        (r, figures.unwrap_or_default())
+        (r, figures.unwrap_or_default(), threads_end)
     });
+    let (thread_usage, steal_ms) = threads::usage(&threads_start, &threads_end);
     let counters = source.as_dyn().counters().ok();
     let _ = source.as_dyn_mut().stop();
 
@@ -774,6 +786,8 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             dma_timeouts: c.dma_timeouts,
         }),
         telemetry: telemetry_cell.latest(),
+        threads: thread_usage,
+        steal_ms,
     };
     print_summary(&summary);
     if let Some(path) = &cfg.output.stats_json {
@@ -881,5 +895,18 @@ fn print_summary(s: &Summary) {
     }
     if let Some(t) = &s.telemetry {
         let _ = writeln!(out, "summary: telemetry {t}");
+    }
+    for t in &s.threads {
+        let _ = writeln!(
+            out,
+            "summary: thread {} cpu={:.1}ms waited_for_cpu={:.1}ms preempted={} sleeps={}",
+            t.name, t.cpu_ms, t.runq_wait_ms, t.involuntary, t.voluntary
+        );
+    }
+    if let Some(steal) = s.steal_ms {
+        let _ = writeln!(
+            out,
+            "summary: steal={steal:.1}ms (CPU time the hypervisor took)"
+        );
     }
 }
