@@ -2,7 +2,7 @@
 # Where a GPU-machine run's deadline misses and loop CPU time come from:
 # radard (CUDA, simulator, default geometry) at 1 ms and 8 ms frames in
 # variants that each take one suspect away (the sinks and telemetry, chunk
-# streaming, the spinning GPU wait), with each thread's CPU time, its wait
+# streaming, the spinning GPU wait, the simulator's sleeping to each chunk), with each thread's CPU time, its wait
 # for a CPU and its preemptions (radard's "summary: thread" lines) and the
 # hypervisor's steal time, plus vmstat over the whole call. Copied into the
 # device bundle by app/dsp/benches-gpu/prepare.sh; figures go to
@@ -49,16 +49,14 @@ variant() {
   grep -c "DEADLINE-MISS" "$OUT/v-$name.log" | sed 's/^/miss lines: /'
   grep -m3 "DEADLINE-MISS" "$OUT/v-$name.log"
 }
-base_sinks=''
-nosinks='[telemetry]\nenabled = false'
-variant 1ms-base 1ms "$base_sinks"
-variant 1ms-bare 1ms "$nosinks"
-variant 1ms-whole 1ms '[backend]\nstream_chunks = false'
-variant 1ms-whole-block 1ms '[backend]\nstream_chunks = false\ngpu_wait = "block"'
-variant 8ms-base 8ms "$base_sinks"
-variant 8ms-block 8ms '[backend]\ngpu_wait = "block"'
-variant 8ms-whole 8ms '[backend]\nstream_chunks = false'
-variant 8ms-whole-block 8ms '[backend]\nstream_chunks = false\ngpu_wait = "block"'
+spin='[simulator]\nspin_us = 200'
+variant 1ms-base 1ms ''
+variant 1ms-base-simspin 1ms "$spin"
+variant 1ms-bare-simspin 1ms "$spin\n[telemetry]\nenabled = false"
+variant 1ms-whole-simspin 1ms "$spin\n[backend]\nstream_chunks = false"
+variant 8ms-base-simspin 8ms "$spin"
+variant 8ms-block-simspin 8ms "$spin\n[backend]\ngpu_wait = \"block\""
+variant 8ms-whole-block-simspin 8ms "$spin\n[backend]\nstream_chunks = false\ngpu_wait = \"block\""
 kill $vm 2>/dev/null
 echo "== vmstat (st = steal %): max st, max r"
 awk 'NR>2 {if ($17>st) st=$17; if ($1>r) r=$1} END {print "max st", st, "max r", r}' "$OUT/vmstat.log"

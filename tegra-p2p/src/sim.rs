@@ -77,6 +77,11 @@ pub struct SimConfig {
     pub max_playback_frames: u32,
     /// Largest transmit buffer.
     pub max_tx_bytes: usize,
+    /// How long before each chunk is due the producer stops sleeping and
+    /// spins (zero: it sleeps to the due time). A wake-up from a sleep can
+    /// come late on a loaded or virtual machine; spinning the last stretch
+    /// keeps the chunk cadence as exact as the FPGA's, at the cost of a CPU.
+    pub spin_before: Duration,
 }
 
 impl Default for SimConfig {
@@ -86,6 +91,7 @@ impl Default for SimConfig {
             faults: SimFaults::default(),
             max_playback_frames: 64,
             max_tx_bytes: DEFAULT_SLOT_BYTES,
+            spin_before: Duration::ZERO,
         }
     }
 }
@@ -392,6 +398,7 @@ impl FrameSource for SimSource {
             chunk_events: params.chunk_events,
             faults: self.cfg.faults.clone(),
             rng: SplitMix64(self.cfg.faults.seed ^ 0x5EED_F00D),
+            spin_ns: self.cfg.spin_before.as_nanos().min(u64::MAX as u128) as u64,
         };
         let h = std::thread::Builder::new()
             .name("fpga-sim".into())
@@ -584,6 +591,7 @@ struct Producer {
     chunk_events: bool,
     faults: SimFaults,
     rng: SplitMix64,
+    spin_ns: u64,
 }
 
 impl Producer {
@@ -597,8 +605,12 @@ impl Producer {
             if now >= t_ns {
                 return true;
             }
+            if t_ns - now <= self.spin_ns {
+                std::hint::spin_loop();
+                continue;
+            }
             // Wake at least every 20 ms to notice a stop; EINTR just loops.
-            sleep_until_ns(t_ns.min(now + 20_000_000));
+            sleep_until_ns((t_ns - self.spin_ns).min(now + 20_000_000));
         }
     }
 

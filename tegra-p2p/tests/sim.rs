@@ -579,3 +579,79 @@ impl ReleaseForTest for SimSource {
         self.release_slot(slot)
     }
 }
+
+/// A played-back frame's CRC is computed once, at start: whole frames still
+/// verify, a short one is summed over what was written, and a corrupted one
+/// fails its check.
+#[test]
+fn playback_crcs_hold_for_short_and_corrupted_frames() {
+    let faults = SimFaults {
+        short_every: 3,
+        corrupt_every: 4,
+        ..SimFaults::default()
+    };
+    let mut s = sim(4, SLOT, CHUNK, faults);
+    let frames: Vec<Vec<u8>> = (0..2u8)
+        .map(|i| (0..SLOT).map(|b| (b as u8).wrapping_mul(7) ^ i).collect())
+        .collect();
+    for (i, f) in frames.iter().enumerate() {
+        s.load_playback(i as u32, f).unwrap();
+    }
+    s.start(&StartParams::playback(2).with_chunk_period(Duration::from_micros(20)))
+        .unwrap();
+    let (mut short, mut corrupt, mut whole) = (0, 0, 0);
+    for _ in 0..24 {
+        let f = s.next_frame(None).unwrap();
+        let seq = f.sequence();
+        let is_short = seq % 3 == 2;
+        let is_corrupt = seq % 4 == 3;
+        assert_eq!(f.meta().is_short(), is_short, "frame {seq}");
+        assert_eq!(
+            f.check_crc().is_ok(),
+            !is_corrupt,
+            "frame {seq}: short {is_short}, corrupted {is_corrupt}"
+        );
+        short += usize::from(is_short);
+        corrupt += usize::from(is_corrupt);
+        whole += usize::from(!is_short && !is_corrupt);
+        f.release().unwrap();
+    }
+    assert!(short > 0 && corrupt > 0 && whole > 0);
+}
+
+/// Spinning the last stretch before each chunk instead of sleeping to it
+/// keeps the cadence (never faster than the period) and the bytes.
+#[test]
+fn spin_pacing_keeps_the_cadence_and_the_bytes() {
+    let ring =
+        RingMemory::new(&RingConfig::new(4, SLOT).with_memory(MemoryKind::Host)).expect("ring");
+    let cfg = SimConfig {
+        spin_before: Duration::from_micros(200),
+        ..SimConfig::with_chunk_bytes(CHUNK)
+    };
+    let mut s = SimSource::new(ring, cfg).expect("sim");
+    // 4 chunks of 250 us: a frame every millisecond.
+    s.start(&StartParams::test_pattern().with_chunk_period(Duration::from_micros(250)))
+        .unwrap();
+    let mut first_ts = None;
+    let (mut last_seq, mut last_ts) = (0, 0);
+    let mut t = SequenceTracker::new();
+    for _ in 0..50 {
+        let f = s.next_frame(None).unwrap();
+        verify_test_pattern(f.data(), f.sequence(), CHUNK).unwrap();
+        f.check_crc().unwrap();
+        t.observe(f.sequence(), f.dropped_before()).unwrap();
+        first_ts.get_or_insert((f.sequence(), f.timestamp_ns()));
+        (last_seq, last_ts) = (f.sequence(), f.timestamp_ns());
+        f.release().unwrap();
+    }
+    let (seq0, ts0) = first_ts.unwrap();
+    let frames = last_seq - seq0;
+    assert!(frames >= 49);
+    assert!(
+        last_ts - ts0 >= frames * 1_000_000 - 250_000,
+        "{frames} frame periods in {} ns",
+        last_ts - ts0
+    );
+    s.stop().unwrap();
+}

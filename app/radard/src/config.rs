@@ -58,6 +58,8 @@
 //! stall_at = 0              # before frame N (0 = never) ...
 //! stall_ms = 0              # ... produce nothing for this long
 //! backend_error_every = 0   # fail the chain on every Nth frame
+//! spin_us = 0               # spin this long before each chunk is due instead
+//!                           # of sleeping to it (0 = sleep only; see below)
 //!
 //! [telemetry]
 //! enabled = true            # GPU temperature, clock, load, throttling
@@ -317,6 +319,12 @@ pub struct SimulatorConfig {
     pub stall_ms: u64,
     pub backend_error_every: u64,
     pub seed: u64,
+    /// The simulator sleeps until this many microseconds before each chunk
+    /// is due and spins the rest, so that its chunks land on time where
+    /// timer wake-ups come late (a virtual machine whose idle CPUs the
+    /// hypervisor deschedules). It costs the simulator's thread a CPU at
+    /// short chunk periods; the FPGA it stands in for has no such jitter.
+    pub spin_us: u32,
 }
 
 /// One `[[sink]]` table; which keys apply depends on `kind`.
@@ -474,6 +482,15 @@ impl RadardConfig {
         }
         if let Err((key, reason)) = self.telemetry.validate() {
             return Err(ConfigError::Invalid { key, reason });
+        }
+        if self.simulator.spin_us > 100_000 {
+            return Err(ConfigError::Invalid {
+                key: "simulator.spin_us",
+                reason: format!(
+                    "{} us is more than the 100000 us (0.1 s) allowed",
+                    self.simulator.spin_us
+                ),
+            });
         }
         if s.slots < 2 {
             return Err(ConfigError::Invalid {

@@ -562,6 +562,19 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
     let mut reply_queue = live::ReplyQueue::new();
     let (param_link, server_link) = live::split(&mut change_queue, &mut reply_queue);
 
+    // Before the stream starts: opening NVML takes tens of milliseconds,
+    // which the first frames would otherwise wait out (late from the start).
+    let telemetry_stop = AtomicBool::new(false);
+    let telemetry_reader = cfg.telemetry.enabled.then(|| {
+        let (reader, line) = telemetry::open_reader(&cfg.telemetry);
+        println!("radard: {line}");
+        reader
+    });
+    if !cfg.telemetry.enabled {
+        println!("radard: telemetry: off (telemetry.enabled = false)");
+    }
+    supervisor.show_telemetry(&telemetry_cell);
+
     if !cli.no_rt {
         rt::apply_memory(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
     }
@@ -583,17 +596,6 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
                 p.as_secs_f64() * 1e3
             )),
     );
-
-    let telemetry_stop = AtomicBool::new(false);
-    let telemetry_reader = cfg.telemetry.enabled.then(|| {
-        let (reader, line) = telemetry::open_reader(&cfg.telemetry);
-        println!("radard: {line}");
-        reader
-    });
-    if !cfg.telemetry.enabled {
-        println!("radard: telemetry: off (telemetry.enabled = false)");
-    }
-    supervisor.show_telemetry(&telemetry_cell);
 
     // Pinned only now: the simulator's thread (the FPGA's stand-in) was
     // started above and keeps the other CPUs; threads started below leave the

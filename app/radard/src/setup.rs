@@ -104,6 +104,7 @@ pub fn sim_config(cfg: &RadardConfig) -> SimConfig {
         seed: f.seed,
         ..SimFaults::default()
     };
+    sim.spin_before = Duration::from_micros(u64::from(f.spin_us));
     sim
 }
 
