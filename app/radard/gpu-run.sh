@@ -53,7 +53,7 @@ python3 - "$OUT" "$hot_rc" <<'PY'
 import json, os, sys
 out, hot_rc = sys.argv[1], int(sys.argv[2])
 runs, ok = {}, hot_rc == 0
-print(f"{'run':<9} {'frames':>7} {'misses':>6} {'ledger':>7} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8}  {'event p99.9':>11} {'loop CPU us/frame':>17}  telemetry")
+print(f"{'run':<9} {'frames':>7} {'misses':>6} {'ledger':>7} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8}  {'event p99.9':>11} {'loop CPU us/frame':>17} {'sim late chunks':>15}  telemetry")
 # The block-wait runs (gpu_wait = "block") are shown; the verdict is on the
 # two runs of docs/performance.md (spinning wait, the default).
 for name in ("8ms", "1ms", "8ms-block", "1ms-block"):
@@ -74,6 +74,8 @@ for name in ("8ms", "1ms", "8ms-block", "1ms-block"):
         "latency_ms": l, "processing_ms": p,
         "loop_cpu_us_per_frame": s["loop_cpu_us_per_frame"],
         "telemetry": t, "sinks": s["sinks"],
+        "threads": s.get("threads"), "steal_ms": s.get("steal_ms"),
+        "simulator_pacing": s.get("simulator_pacing"),
     }
     if name in ("8ms", "1ms"):
         ok = ok and s["deadline_misses"] == 0 and s["ledger_closed"] and s["end"] == "frame limit reached"
@@ -81,7 +83,7 @@ for name in ("8ms", "1ms", "8ms-block", "1ms-block"):
     src = t.get("source") if isinstance(t, dict) else None
     print(f"{name:<9} {s['frames']:>7} {s['deadline_misses']:>6} {'closed' if s['ledger_closed'] else 'OPEN':>7} "
           f"{l['p50']:>8.3f} {l['p99']:>8.3f} {l['p99_9']:>9.3f} {l['max']:>8.3f}  {p['p99_9']:>11.3f} "
-          f"{(f'{cpu:.1f}' if cpu is not None else '-'):>17}  {src or 'none'}")
+          f"{(f'{cpu:.1f}' if cpu is not None else '-'):>17} {(s.get('simulator_pacing') or {}).get('chunks_late', '-')!s:>15}  {src or 'none'}")
 with open(os.path.join(out, "gpu-run.json"), "w") as f:
     json.dump({"hot_loop_rc": hot_rc, "runs": runs, "pass": ok}, f, indent=2)
 print("gpu-run:", "PASS" if ok else "FAIL", f"(figures in {out}/gpu-run.json)")

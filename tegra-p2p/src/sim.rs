@@ -121,6 +121,22 @@ struct AtomicCounters {
     tx_completed: AtomicU64,
     event_overflows: AtomicU64,
     dma_timeouts: AtomicU64,
+    /// The simulator's own pacing (no card counts these): chunks written
+    /// more than one chunk period after they were due, and the most late.
+    chunks_late: AtomicU64,
+    max_lateness_ns: AtomicU64,
+}
+
+/// How well the simulator kept its chunk cadence (it writes each chunk in
+/// software, and a busy or virtual machine can hold it up): frames it
+/// delivers late reach the application late through no fault of the
+/// application's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SimPacing {
+    /// Chunks written more than one chunk period after they were due.
+    pub chunks_late: u64,
+    /// The latest any chunk was written after it was due (ns).
+    pub max_lateness_ns: u64,
 }
 
 fn inc(c: &AtomicU64) {
@@ -232,6 +248,15 @@ impl SimSource {
     /// The configuration it runs with.
     pub fn config(&self) -> &SimConfig {
         &self.cfg
+    }
+
+    /// How well the simulator has kept its chunk cadence since it was made.
+    pub fn pacing(&self) -> SimPacing {
+        let c = &self.shared.counters;
+        SimPacing {
+            chunks_late: c.chunks_late.load(Ordering::Relaxed),
+            max_lateness_ns: c.max_lateness_ns.load(Ordering::Relaxed),
+        }
     }
 
     /// Changes the fault injection (only while stopped).
@@ -733,6 +758,15 @@ impl Producer {
                 }
                 if known_crc.is_none() {
                     crc.update(dst);
+                }
+                // Due at t_next: how late the write finished (with no
+                // period, as fast as possible, nothing is late).
+                if period_ns > 0 {
+                    let lateness = monotonic_ns().saturating_sub(t_next);
+                    if lateness > period_ns {
+                        inc(&c.chunks_late);
+                    }
+                    c.max_lateness_ns.fetch_max(lateness, Ordering::Relaxed);
                 }
                 inc(&c.chunks);
                 inc(&c.irqs);

@@ -189,6 +189,15 @@ struct Summary {
     /// CPU time the hypervisor took from this machine during the run (ms,
     /// all CPUs; None where /proc/stat has no steal column).
     steal_ms: Option<f64>,
+    /// The simulator's chunk cadence (None: another source).
+    simulator_pacing: Option<SimulatorPacing>,
+}
+
+#[derive(Serialize)]
+struct SimulatorPacing {
+    /// Chunks the simulator wrote more than one chunk period late.
+    chunks_late: u64,
+    max_lateness_ms: f64,
 }
 
 #[derive(Serialize)]
@@ -790,6 +799,16 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         telemetry: telemetry_cell.latest(),
         threads: thread_usage,
         steal_ms,
+        simulator_pacing: match &source {
+            setup::Source::Sim(sim) => {
+                let p = sim.pacing();
+                Some(SimulatorPacing {
+                    chunks_late: p.chunks_late,
+                    max_lateness_ms: p.max_lateness_ns as f64 / 1e6,
+                })
+            }
+            _ => None,
+        },
     };
     print_summary(&summary);
     if let Some(path) = &cfg.output.stats_json {
@@ -903,6 +922,13 @@ fn print_summary(s: &Summary) {
             out,
             "summary: thread {} cpu={:.1}ms waited_for_cpu={:.1}ms preempted={} sleeps={}",
             t.name, t.cpu_ms, t.runq_wait_ms, t.involuntary, t.voluntary
+        );
+    }
+    if let Some(p) = &s.simulator_pacing {
+        let _ = writeln!(
+            out,
+            "summary: simulator chunks_late={} max_lateness={:.3}ms (chunks it wrote more than a chunk period after they were due: frames late from the source)",
+            p.chunks_late, p.max_lateness_ms
         );
     }
     if let Some(steal) = s.steal_ms {

@@ -114,6 +114,18 @@ stall_ms = 2500
     let s = summary(&stats);
     check_ledger(&s);
     println!("deadline misses: {}", s["deadline_misses"]);
+    // How the run was scheduled: the loop thread (the main thread, named
+    // after the program) and the simulator's are listed with their CPU
+    // time, and the simulator's pacing is reported.
+    let threads = s["threads"].as_array().expect("threads in the summary");
+    for name in ["radard", "fpga-sim"] {
+        let t = threads
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no thread {name}: {threads:?}"));
+        assert!(t["cpu_ms"].as_f64().is_some_and(|c| c > 0.0), "{t}");
+    }
+    assert!(s["simulator_pacing"]["chunks_late"].is_u64(), "{s}");
 
     // READY once frames flow, STATUS with rate and misses.
     let ready = log.iter().find(|(_, m)| m == "READY=1").map(|(t, _)| *t);
