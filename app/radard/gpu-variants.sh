@@ -2,7 +2,8 @@
 # Where a GPU-machine run's deadline misses and loop CPU time come from:
 # radard (CUDA, simulator, default geometry) at 1 ms and 8 ms frames in
 # variants that each take one suspect away (the sinks and telemetry, chunk
-# streaming, the spinning GPU wait, the simulator's sleeping to each chunk), with each thread's CPU time, its wait
+# streaming, the spinning GPU wait) or give the simulator more threads to
+# write its chunks with (simulator.copy_threads), with each thread's CPU time, its wait
 # for a CPU and its preemptions (radard's "summary: thread" lines) and the
 # hypervisor's steal time, plus vmstat over the whole call. Copied into the
 # device bundle by app/dsp/benches-gpu/prepare.sh; figures go to
@@ -49,21 +50,20 @@ variant() {
   grep -c "DEADLINE-MISS" "$OUT/v-$name.log" | sed 's/^/miss lines: /'
   grep -m3 "DEADLINE-MISS" "$OUT/v-$name.log"
 }
-spin='[simulator]\nspin_us = 200'
+crew='[simulator]\ncopy_threads = 4'
 variant 1ms-base 1ms ''
-variant 1ms-base-simspin 1ms "$spin"
-variant 1ms-bare-simspin 1ms "$spin\n[telemetry]\nenabled = false"
-variant 1ms-whole-simspin 1ms "$spin\n[backend]\nstream_chunks = false"
-variant 8ms-base-simspin 8ms "$spin"
-variant 8ms-block-simspin 8ms "$spin\n[backend]\ngpu_wait = \"block\""
-variant 8ms-whole-block-simspin 8ms "$spin\n[backend]\nstream_chunks = false\ngpu_wait = \"block\""
+variant 1ms-crew2 1ms '[simulator]\ncopy_threads = 2'
+variant 1ms-crew4 1ms "$crew"
+variant 1ms-crew4-block 1ms "$crew\n[backend]\ngpu_wait = \"block\""
+variant 8ms-crew4 8ms "$crew"
+variant 8ms-crew4-whole-block 8ms "$crew\n[backend]\nstream_chunks = false\ngpu_wait = \"block\""
 kill $vm 2>/dev/null
 echo "== vmstat (st = steal %): max st, max r"
 awk 'NR>2 {if ($17>st) st=$17; if ($1>r) r=$1} END {print "max st", st, "max r", r}' "$OUT/vmstat.log"
 python3 - "$OUT" <<'PY'
 import glob, json, os, sys
 out = sys.argv[1]
-print(f"{'variant':<17} {'frames':>7} {'misses':>6} {'p50':>7} {'p99':>7} {'p99.9':>7} {'max':>7} {'ev p99.9':>8} {'loop us/f':>9} {'loop wait ms':>12} {'loop preempt':>12} {'sim wait ms':>11} {'steal ms':>8}")
+print(f"{'variant':<17} {'frames':>7} {'misses':>6} {'p50':>7} {'p99':>7} {'p99.9':>7} {'max':>7} {'ev p99.9':>8} {'loop us/f':>9} {'loop wait ms':>12} {'loop preempt':>12} {'sim wait ms':>11} {'sim late':>8} {'steal ms':>8}")
 rows = {}
 for path in sorted(glob.glob(os.path.join(out, "v-*.json"))):
     name = os.path.basename(path)[2:-5]
@@ -74,9 +74,10 @@ for path in sorted(glob.glob(os.path.join(out, "v-*.json"))):
     cpu = s.get("loop_cpu_us_per_frame")
     rows[name] = {"frames": s["frames"], "deadline_misses": s["deadline_misses"], "latency_ms": l,
                   "processing_ms": p, "loop_cpu_us_per_frame": cpu, "threads": s.get("threads"),
-                  "steal_ms": s.get("steal_ms"), "ledger_closed": s["ledger_closed"]}
+                  "steal_ms": s.get("steal_ms"), "ledger_closed": s["ledger_closed"],
+                  "simulator_pacing": s.get("simulator_pacing")}
     print(f"{name:<17} {s['frames']:>7} {s['deadline_misses']:>6} {l['p50']:>7.3f} {l['p99']:>7.3f} {l['p99_9']:>7.3f} {l['max']:>7.3f} "
           f"{p['p99_9']:>8.3f} {cpu if cpu is None else round(cpu, 1)!s:>9} {loop.get('runq_wait_ms', 0):>12.1f} "
-          f"{loop.get('involuntary', 0):>12} {sim.get('runq_wait_ms', 0):>11.1f} {s.get('steal_ms') or 0:>8.1f}")
+          f"{loop.get('involuntary', 0):>12} {sim.get('runq_wait_ms', 0):>11.1f} {(s.get('simulator_pacing') or {}).get('chunks_late', '-')!s:>8} {s.get('steal_ms') or 0:>8.1f}")
 json.dump(rows, open(os.path.join(out, "gpu-variants.json"), "w"), indent=2)
 PY

@@ -31,6 +31,7 @@ pub mod pattern;
 mod queue;
 pub mod ring;
 pub mod sim;
+mod sim_crew;
 pub mod source;
 pub mod uapi;
 
