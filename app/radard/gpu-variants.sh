@@ -2,8 +2,8 @@
 # Where a GPU-machine run's deadline misses and loop CPU time come from:
 # radard (CUDA, simulator, default geometry) at 1 ms and 8 ms frames in
 # variants that each take one suspect away (the sinks and telemetry, chunk
-# streaming, the spinning GPU wait) or give the simulator more threads to
-# write its chunks with (simulator.copy_threads), with each thread's CPU time, its wait
+# streaming, the spinning GPU wait) or make the simulator spin to each chunk
+# instead of sleeping (simulator.spin_us), with each thread's CPU time, its wait
 # for a CPU and its preemptions (radard's "summary: thread" lines) and the
 # hypervisor's steal time, plus vmstat over the whole call. Copied into the
 # device bundle by app/dsp/benches-gpu/prepare.sh; figures go to
@@ -50,13 +50,15 @@ variant() {
   grep -c "DEADLINE-MISS" "$OUT/v-$name.log" | sed 's/^/miss lines: /'
   grep -m3 "DEADLINE-MISS" "$OUT/v-$name.log"
 }
-crew='[simulator]\ncopy_threads = 4'
+spin='[simulator]\nspin_us = 200'
 variant 1ms-base 1ms ''
-variant 1ms-crew2 1ms '[simulator]\ncopy_threads = 2'
-variant 1ms-crew4 1ms "$crew"
-variant 1ms-crew4-block 1ms "$crew\n[backend]\ngpu_wait = \"block\""
-variant 8ms-crew4 8ms "$crew"
-variant 8ms-crew4-whole-block 8ms "$crew\n[backend]\nstream_chunks = false\ngpu_wait = \"block\""
+variant 1ms-bare 1ms '[telemetry]\nenabled = false'
+variant 1ms-simspin 1ms "$spin"
+variant 1ms-whole-block 1ms '[backend]\nstream_chunks = false\ngpu_wait = "block"'
+variant 8ms-base 8ms ''
+variant 8ms-block 8ms '[backend]\ngpu_wait = "block"'
+variant 8ms-whole 8ms '[backend]\nstream_chunks = false'
+variant 8ms-whole-block 8ms '[backend]\nstream_chunks = false\ngpu_wait = "block"'
 kill $vm 2>/dev/null
 echo "== vmstat (st = steal %): max st, max r"
 awk 'NR>2 {if ($17>st) st=$17; if ($1>r) r=$1} END {print "max st", st, "max r", r}' "$OUT/vmstat.log"

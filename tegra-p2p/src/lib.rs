@@ -31,7 +31,6 @@ pub mod pattern;
 mod queue;
 pub mod ring;
 pub mod sim;
-mod sim_crew;
 pub mod source;
 pub mod uapi;
 

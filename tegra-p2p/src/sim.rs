@@ -23,7 +23,6 @@ use crate::error::{Error, Result};
 use crate::pattern;
 use crate::queue::{EventQueue, SlotFifo};
 use crate::ring::RingMemory;
-use crate::sim_crew::CrewJob;
 use crate::source::{
     ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SlotRelease, SourceMode,
     StartParams, TxTarget,
@@ -83,14 +82,7 @@ pub struct SimConfig {
     /// come late on a loaded or virtual machine; spinning the last stretch
     /// keeps the chunk cadence as exact as the FPGA's, at the cost of a CPU.
     pub spin_before: Duration,
-    /// Threads that write each played-back chunk together (1 to
-    /// `MAX_COPY_THREADS`; 1: the producer alone). The helpers spin
-    /// between chunks, a CPU each while streaming (`sim_crew`).
-    pub copy_threads: usize,
 }
-
-/// Most threads `SimConfig::copy_threads` may ask for.
-pub const MAX_COPY_THREADS: usize = 8;
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -100,7 +92,6 @@ impl Default for SimConfig {
             max_playback_frames: 64,
             max_tx_bytes: DEFAULT_SLOT_BYTES,
             spin_before: Duration::ZERO,
-            copy_threads: 1,
         }
     }
 }
@@ -427,7 +418,6 @@ impl FrameSource for SimSource {
         let producer = Producer {
             shared: self.shared.clone(),
             mode,
-            copy_threads: self.cfg.copy_threads.clamp(1, MAX_COPY_THREADS),
             chunk_bytes: self.cfg.chunk_bytes,
             period: params.chunk_period.unwrap_or(DEFAULT_CHUNK_PERIOD),
             chunk_events: params.chunk_events,
@@ -621,8 +611,6 @@ fn every(n: u64, seq: u64) -> bool {
 struct Producer {
     shared: Arc<Shared>,
     mode: Mode,
-    /// Threads writing each played-back chunk (1: the producer alone).
-    copy_threads: usize,
     chunk_bytes: usize,
     period: Duration,
     chunk_events: bool,
@@ -662,39 +650,6 @@ impl Producer {
     }
 
     fn run(mut self) {
-        let mode = std::mem::replace(&mut self.mode, Mode::Pattern);
-        let frames: Vec<&[u8]> = match &mode {
-            Mode::Playback(f) => f.iter().map(|p| &*p.data).collect(),
-            Mode::Pattern => Vec::new(),
-        };
-        let parts = self.copy_threads;
-        let crew = CrewJob::default();
-        let shared = self.shared.clone();
-        let ring = &shared.ring;
-        std::thread::scope(|scope| {
-            let mut started = 1;
-            if parts > 1 && !frames.is_empty() {
-                for index in 1..parts {
-                    let (crew, frames) = (&crew, &frames[..]);
-                    let spawned = std::thread::Builder::new()
-                        .name(format!("fpga-sim-{index}"))
-                        .spawn_scoped(scope, move || crew.helper(ring, frames, parts, index));
-                    if spawned.is_err() {
-                        break;
-                    }
-                    started += 1;
-                }
-            }
-            // A crew short of a member would leave its part unwritten: the
-            // producer then writes every chunk alone.
-            let with_crew = (started == parts && parts > 1).then_some((&crew, &frames[..], parts));
-            self.produce(&mode, with_crew);
-            crew.finish();
-        });
-    }
-
-    /// The producer's loop (`run` sets up the crew, if any).
-    fn produce(&mut self, mode: &Mode, crew: Option<(&CrewJob, &[&[u8]], usize)>) {
         let sh = self.shared.clone();
         let c = &sh.counters;
         let ring = &sh.ring;
@@ -773,7 +728,7 @@ impl Producer {
             let timestamp_ns = monotonic_ns();
             // A whole played-back frame's CRC is known; anything else
             // (pattern, short frame) is summed as it is written.
-            let known_crc = match mode {
+            let known_crc = match &self.mode {
                 Mode::Playback(frames) if !short => {
                     Some(frames[(seq % frames.len() as u64) as usize].crc32)
                 }
@@ -791,27 +746,18 @@ impl Producer {
                     break;
                 }
                 let len = self.chunk_bytes.min(bytes - off);
-                match (mode, crew) {
-                    (Mode::Playback(frames), Some((crew, views, parts))) => {
-                        let index = (seq % frames.len() as u64) as usize;
-                        crew.copy(ring, views, parts, (slot, index, off, len));
-                    }
-                    _ => {
-                        // SAFETY: this thread claimed the slot (FILLING) and is its only
-                        // writer; the application cannot see it until it is READY.
-                        let dst = unsafe { ring.slot_mut(slot, off, len) };
-                        match mode {
-                            Mode::Pattern => pattern::fill_chunk(dst, seq, chunk, self.chunk_bytes),
-                            Mode::Playback(frames) => {
-                                let src = &frames[(seq % frames.len() as u64) as usize].data;
-                                dst.copy_from_slice(&src[off..off + len]);
-                            }
-                        }
+                // SAFETY: this thread claimed the slot (FILLING) and is its only writer;
+                // the application cannot see it until it is READY.
+                let dst = unsafe { ring.slot_mut(slot, off, len) };
+                match &self.mode {
+                    Mode::Pattern => pattern::fill_chunk(dst, seq, chunk, self.chunk_bytes),
+                    Mode::Playback(frames) => {
+                        let src = &frames[(seq % frames.len() as u64) as usize].data;
+                        dst.copy_from_slice(&src[off..off + len]);
                     }
                 }
                 if known_crc.is_none() {
-                    // SAFETY: as above; the crew, if any, is done with the chunk.
-                    crc.update(unsafe { ring.slot_mut(slot, off, len) });
+                    crc.update(dst);
                 }
                 // Due at t_next: how late the write finished (with no
                 // period, as fast as possible, nothing is late).

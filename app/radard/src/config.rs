@@ -60,7 +60,6 @@
 //! backend_error_every = 0   # fail the chain on every Nth frame
 //! spin_us = 0               # spin this long before each chunk is due instead
 //!                           # of sleeping to it (0 = sleep only; see below)
-//! copy_threads = 1          # threads writing each played-back chunk (max 8)
 //!
 //! [telemetry]
 //! enabled = true            # GPU temperature, clock, load, throttling
@@ -326,11 +325,6 @@ pub struct SimulatorConfig {
     /// hypervisor deschedules). It costs the simulator's thread a CPU at
     /// short chunk periods; the FPGA it stands in for has no such jitter.
     pub spin_us: u32,
-    /// Threads that write each played-back chunk together (0 or 1: the
-    /// simulator's thread alone; at most 8). At 1 ms frames the simulator
-    /// must write 4 GB/s, more than one CPU's copy into pinned memory
-    /// manages on some machines; each helper spins, a CPU while streaming.
-    pub copy_threads: u32,
 }
 
 /// One `[[sink]]` table; which keys apply depends on `kind`.
@@ -495,16 +489,6 @@ impl RadardConfig {
                 reason: format!(
                     "{} us is more than the 100000 us (0.1 s) allowed",
                     self.simulator.spin_us
-                ),
-            });
-        }
-        if self.simulator.copy_threads as usize > tegra_p2p::sim::MAX_COPY_THREADS {
-            return Err(ConfigError::Invalid {
-                key: "simulator.copy_threads",
-                reason: format!(
-                    "{} is more than the {} allowed",
-                    self.simulator.copy_threads,
-                    tegra_p2p::sim::MAX_COPY_THREADS
                 ),
             });
         }
@@ -689,8 +673,6 @@ mod tests {
             ),
             ("[cfar]\npfa = 2.0", "cfar.pfa"),
             ("[source]\nevent_timeout_ms = 2", "source.event_timeout_ms"),
-            ("[simulator]\ncopy_threads = 9", "simulator.copy_threads"),
-            ("[simulator]\nspin_us = 200000", "simulator.spin_us"),
             (
                 "[geometry]\nchunks_per_frame = 2048",
                 "geometry.chunks_per_frame",

@@ -105,7 +105,6 @@ pub fn sim_config(cfg: &RadardConfig) -> SimConfig {
         ..SimFaults::default()
     };
     sim.spin_before = Duration::from_micros(u64::from(f.spin_us));
-    sim.copy_threads = (f.copy_threads as usize).max(1);
     sim
 }
 
