@@ -44,6 +44,12 @@ MODDIR=/lib/modules/radar
 DEV=/dev/fpga-p2p0
 RES=/dev/ttyS1
 KMEMLEAK=/sys/kernel/debug/kmemleak
+TRACEFS=/sys/kernel/tracing
+# The card's PCI vendor and device ID (kmod/fpga_p2p_regs.h).
+CARD_IDS='0x10ee 0x9038'
+# The dma_sync_single_* detector: on, or off and why (sync_probe_setup).
+SYNC_PROBE=off
+CARD=''
 
 # --- helpers -----------------------------------------------------------------
 
@@ -153,6 +159,63 @@ kmemleak_check() {
 	while IFS= read -r line; do
 		echo "kmemleak report: $line" >/dev/kmsg
 	done <"$KMEMLEAK"
+}
+
+# --- DMA-API misuse: dma_sync_single_* on the ring ---------------------------
+# The ring is one scatter-gather mapping; a dma_sync_single_*() on a piece of
+# it is not defined by the DMA API, but nothing on x86 notices (the device is
+# coherent behind intel-iommu; swiotlb syncs any sub-range of a bounced
+# entry; DMA-API debug accepts a single sync inside one SG entry). So the
+# calls themselves are watched: kprobe events on both functions record the
+# device's name (struct device starts with its kobject, whose first member
+# is the name: +0(+0(%di)) on x86-64), and after each suite a call for the
+# card becomes a report line in the kernel log. The driver maps nothing else
+# for the card (descriptors are coherent memory), so any call is misuse.
+
+sync_probe_setup() {
+	for d in /sys/bus/pci/devices/*; do
+		[ "$(cat "$d/vendor" "$d/device" 2>/dev/null | tr '\n' ' ')" = "$CARD_IDS " ] &&
+			CARD=${d##*/}
+	done
+	if [ -z "$CARD" ]; then
+		SYNC_PROBE='off:no-card'
+		return
+	fi
+	mount -t tracefs tracefs "$TRACEFS" 2>/dev/null
+	if [ ! -w "$TRACEFS/kprobe_events" ]; then
+		SYNC_PROBE='off:no-kprobe-events'
+		kmsg "dma_sync_single detector off: this kernel has no kprobe events" \
+			"(CONFIG_KPROBE_EVENTS); a dma_sync_single_* on the ring goes unseen"
+		return
+	fi
+	for f in for_cpu for_device; do
+		if ! echo "p:radar/sync_single_$f dma_sync_single_$f dev=+0(+0(%di)):string" \
+			>>"$TRACEFS/kprobe_events" 2>/dev/null; then
+			SYNC_PROBE="off:kprobe-on-dma_sync_single_$f-refused"
+			kmsg "dma_sync_single detector off: the kernel refused a kprobe on dma_sync_single_$f"
+			return
+		fi
+	done
+	echo 256 >"$TRACEFS/buffer_size_kb"
+	: >"$TRACEFS/trace"
+	echo 1 >"$TRACEFS/events/radar/enable"
+	echo 1 >"$TRACEFS/tracing_on"
+	SYNC_PROBE=on
+}
+
+# After a suite: a call for the card is a report (the harness counts
+# "DMA-API misuse:" lines); the trace is emptied for the next suite.
+sync_probe_check() {
+	[ "$SYNC_PROBE" = on ] || return 0
+	for f in for_cpu for_device; do
+		n=$(grep -c "sync_single_$f:.*dev=\"$CARD\"" "$TRACEFS/trace")
+		[ "$n" -gt 0 ] || continue
+		first=$(grep -m 1 "sync_single_$f:.*dev=\"$CARD\"" "$TRACEFS/trace" |
+			sed 's/^ *//' | oneline)
+		kmsg "DMA-API misuse: dma_sync_single_$f on the SG-mapped ring of $CARD" \
+			"($n calls in the trace buffer; first: $first)"
+	done
+	: >"$TRACEFS/trace"
 }
 
 # --- lifecycle suite (runs as "/init --lifecycle N" under timeout) -------------
@@ -265,6 +328,7 @@ run_suite() {
 	[ "$unload" = fail ] && while IFS= read -r line; do
 		emit "@@log $name unload: $line"
 	done </tmp/unload.err
+	sync_probe_check
 	t1=$(uptime_s)
 	kmsg "end $name"
 	emit "@@end $name rc=$rc load=$load unload=$unload duration_s=$(echo "$t1 $t0" | awk '{ printf "%.1f", $1 - $2 }')"
@@ -305,7 +369,8 @@ main() {
 	else
 		names=$(echo "$suite" | tr ',' ' ')
 	fi
-	emit "@@plan kernel=$(uname -r) uptime_s=$(uptime_s) suites=$(echo "$names" | tr ' ' ',' | sed 's/,$//')"
+	sync_probe_setup
+	emit "@@plan kernel=$(uname -r) uptime_s=$(uptime_s) dma_sync_probe=$SYNC_PROBE suites=$(echo "$names" | tr ' ' ',' | sed 's/,$//')"
 	for want in $names; do
 		row=$(printf '%s\n' "$SUITES" | awk -v n="$want" '$1 == n')
 		if [ -z "$row" ]; then

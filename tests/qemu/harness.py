@@ -42,6 +42,8 @@ REPORT = re.compile(
     # The emulated IOMMU refused a DMA of the card (unmapped or wrong
     # direction): a driver bug, not noise.
     r"|DMAR: \[DMA (Read|Write)|DMAR: DRHD: handling fault"
+    # guest-init.sh's kprobe watch: dma_sync_single_* on the card's SG ring.
+    r"|DMA-API misuse:"
 )
 # DMA-API debug's own status lines are not reports.
 NOT_REPORT = re.compile(
@@ -250,6 +252,8 @@ def report(args):
         "kernel": args.kernel,
         "kernel_release": (plan or {}).get("kernel", ""),
         "p2p": args.p2p,
+        # guest-init.sh's dma_sync_single_* watch: "on" or "off:<why>".
+        "dma_sync_probe": (plan or {}).get("dma_sync_probe", ""),
         "boot_s": args.boot_s,
         "qemu_s": args.qemu_s,
     }
@@ -297,6 +301,9 @@ def report(args):
             entry = suites.get(rec["suite"])
             for line in (entry or {}).get("log", [])[-15:]:
                 print(f"       | {line}")
+    if plan is not None and common["dma_sync_probe"] != "on":
+        print(f"  note: the dma_sync_single_* detector was "
+              f"{common['dma_sync_probe'] or 'not set up'} on this kernel")
     for p in problems:
         print(f"  FAIL run: {p}")
     ok = failed == 0 and not problems
