@@ -14,7 +14,10 @@
 # defaults: 100000 frames of 16 KiB, then 500 frames of 4 MiB); on the debug
 # kernel (KASAN, lockdep) under TCG that takes ~260 s, lifecycle ~140 s, the
 # others 10-90 s; the limits leave room for a loaded host. radard runs the
-# appliance program itself (tests/qemu/radard/suite.sh).
+# appliance program itself (tests/qemu/radard/suite.sh). shutdown is not a
+# program: it always runs last (shutdown_suite), after @@done, and ends the
+# guest with `reboot -f` while a capture streams; the emulated card then
+# says whether the driver's .shutdown stopped it (tests/qemu/README.md).
 SUITES='
 stream      900 p2p-suite stream
 ownership   300 p2p-suite ownership
@@ -26,6 +29,7 @@ neighbours  300 p2p-suite neighbours
 faults      300 p2p-suite faults --probe
 radard      600 sh /etc/radard/suite.sh
 lifecycle   900 /init --lifecycle 100
+shutdown    120 reboot -f while streaming
 '
 # The nv-p2p module (radar.p2p=shim|nvidia on the kernel command line):
 # kmod/nvp2p_shim or NVIDIA's own nvidia-p2p. p2p-suite is told which
@@ -334,6 +338,42 @@ run_suite() {
 	emit "@@end $name rc=$rc load=$load unload=$unload duration_s=$(echo "$t1 $t0" | awk '{ printf "%.1f", $1 - $2 }')"
 }
 
+# --- shutdown suite -------------------------------------------------------------
+
+# A capture streams, then `reboot -f`: the kernel's device shutdown calls the
+# driver's .shutdown, which must stop the engine and bus mastering before the
+# machine resets. The guest cannot see the result (it is gone by then): the
+# card writes its state at the reset to the host (shutdown-log), and the
+# harness judges the suite by it. Never returns.
+shutdown_suite() {
+	emit "@@begin shutdown"
+	kmsg "begin shutdown"
+	t0=$(uptime_s)
+	fail=''
+	frames=/sys/class/misc/fpga-p2p0/counters/frames
+	if ! load_modules >/tmp/load.err 2>&1; then
+		while IFS= read -r line; do emit "@@log shutdown load: $line"; done </tmp/load.err
+		emit "@@end shutdown rc=1 load=fail unload=reboot duration_s=0"
+		sync
+		reboot -f
+	fi
+	# Frames for hours at the test pattern's rate: it streams until the reset.
+	p2p-suite smoke --frames 1000000000 --p2p "$P2P" >/tmp/shutdown.out 2>&1 &
+	f0=$(cat "$frames")
+	if ! wait_for "[ \$(cat $frames) -ge $((f0 + 100)) ]" 30; then
+		fail="the capture did not stream (frames $(cat "$frames")): $(tail -n 3 /tmp/shutdown.out | oneline)"
+	fi
+	f1=$(cat "$frames")
+	passed=true
+	[ -n "$fail" ] && passed=false
+	detail=${fail:-"a capture streaming ($((f1 - f0)) frames so far, still running) when reboot -f ran"}
+	emit "@@result {\"suite\":\"shutdown\",\"passed\":$passed,\"frames_verified\":0,\"detail\":\"$(printf '%s' "$detail" | oneline)\"}"
+	emit "@@end shutdown rc=$([ "$passed" = true ] && echo 0 || echo 1) load=ok unload=reboot duration_s=$(echo "$(uptime_s) $t0" | awk '{ printf "%.1f", $1 - $2 }')"
+	# No "end" mark: what the kernel logs while shutting down is this suite's.
+	sync
+	reboot -f
+}
+
 # --- PID 1 ---------------------------------------------------------------------
 
 main() {
@@ -371,7 +411,13 @@ main() {
 	fi
 	sync_probe_setup
 	emit "@@plan kernel=$(uname -r) uptime_s=$(uptime_s) dma_sync_probe=$SYNC_PROBE suites=$(echo "$names" | tr ' ' ',' | sed 's/,$//')"
+	shutdown=''
 	for want in $names; do
+		# The shutdown suite ends the guest: it runs last, whatever the order.
+		if [ "$want" = shutdown ]; then
+			shutdown=1
+			continue
+		fi
 		row=$(printf '%s\n' "$SUITES" | awk -v n="$want" '$1 == n')
 		if [ -z "$row" ]; then
 			emit "@@begin $want"
@@ -392,6 +438,7 @@ main() {
 		emit "@@kmemleak end uptime_s=$(uptime_s)"
 	fi
 	emit "@@done uptime_s=$(uptime_s)"
+	[ -n "$shutdown" ] && shutdown_suite
 	sync
 	reboot -f
 }
