@@ -239,6 +239,12 @@ log "initramfs: $(du -h "$work/initramfs.cpio" | cut -f1)"
 # busy host can starve a vCPU for seconds: the RCU stall and soft-lockup
 # detectors get 60 s instead of ~20 s, so that they report bugs, not load.
 cmdline="console=ttyS0,115200 panic=-1 printk.devkmsg=on"
+# An oops kills the task inside the kernel, usually holding the driver's
+# locks: everything after it hangs until the suite's time limit. oops=panic
+# ends the guest at once instead (the Oops is a kernel report and the suite
+# has no @@end either way). KASAN, lockdep, DMA-API debug and atomic-sleep
+# reports are not oopses and do not panic.
+cmdline+=" oops=panic"
 cmdline+=" rcupdate.rcu_cpu_stall_timeout=60 watchdog_thresh=30"
 if [ "$swiotlb" = 1 ]; then
 	cmdline+=" swiotlb=force iommu=soft intel_iommu=off"
