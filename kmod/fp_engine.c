@@ -73,9 +73,12 @@ int fp_ring_errno(enum fp_ring_state state)
  * The memory is one scatter-gather mapping, so it is synced as one, over the
  * mapping's own scatterlist with the entry count it was mapped with: a
  * dma_sync_single_*() on a piece of it is not defined by the DMA API (an
- * IOMMU merges segments; swiotlb bounces per segment). Where the device is
- * DMA-coherent behind an IOMMU (AGX Orin) this returns at once; elsewhere it
- * costs a walk of the list (and with bounce buffering a copy of the ring).
+ * IOMMU merges segments; swiotlb bounces per segment), and the API has no
+ * partial sync of an SG mapping. Where the device is DMA-coherent behind an
+ * IOMMU (AGX Orin) this returns at once; elsewhere it costs a walk of the
+ * list (and with bounce buffering a copy of the whole ring), so the
+ * completion path syncs once per pass over the completed descriptors, not
+ * once per chunk.
  */
 void fp_sync(struct fp_ring *ring, bool for_cpu)
 {
@@ -536,6 +539,14 @@ static void fp_c2h_complete(struct fp_ring *ring, u32 status)
 		fp_c2h_fault(ring, FPGA_P2P_FAULT_STREAM, hw);
 		return;
 	}
+	/*
+	 * Every descriptor the loop below consumes is complete by now: one
+	 * sync hands all of their chunks to the CPU. A sync is over the whole
+	 * mapping (see fp_sync), so one per chunk would cost a walk (with
+	 * bounce buffering a copy) of the whole ring per chunk.
+	 */
+	if (n)
+		fp_sync(ring, true);
 	while (n--) {
 		u32 i = ring->desc_pos;
 		u32 p = ring->pos_piece[i];
@@ -576,8 +587,7 @@ static void fp_c2h_complete(struct fp_ring *ring, u32 status)
 		ring->hw_done++;
 		ring->desc_pos = i + 1 == ring->ndesc ? 0 : i + 1;
 		if (di->flags & FP_DI_CHUNK_END) {
-			/* The chunk is the CPU's to read from here on. */
-			fp_sync(ring, true);
+			/* Synced above: the chunk is the CPU's to read. */
 			atomic64_inc(&fdev->cnt.chunks);
 			if (ring->chunk_events) {
 				struct fpga_p2p_event ev = {

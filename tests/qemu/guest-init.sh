@@ -14,7 +14,10 @@
 # defaults: 100000 frames of 16 KiB, then 500 frames of 4 MiB); on the debug
 # kernel (KASAN, lockdep) under TCG that takes ~260 s, lifecycle ~140 s, the
 # others 10-90 s; the limits leave room for a loaded host. radard runs the
-# appliance program itself (tests/qemu/radard/suite.sh).
+# appliance program itself (tests/qemu/radard/suite.sh). shutdown is not a
+# program: it always runs last (shutdown_suite), after @@done, and ends the
+# guest with `reboot -f` while a capture streams; the emulated card then
+# says whether the driver's .shutdown stopped it (tests/qemu/README.md).
 SUITES='
 stream      900 p2p-suite stream
 ownership   300 p2p-suite ownership
@@ -26,6 +29,7 @@ neighbours  300 p2p-suite neighbours
 faults      300 p2p-suite faults --probe
 radard      600 sh /etc/radard/suite.sh
 lifecycle   900 /init --lifecycle 100
+shutdown    120 reboot -f while streaming
 '
 # The nv-p2p module (radar.p2p=shim|nvidia on the kernel command line):
 # kmod/nvp2p_shim or NVIDIA's own nvidia-p2p. p2p-suite is told which
@@ -44,6 +48,12 @@ MODDIR=/lib/modules/radar
 DEV=/dev/fpga-p2p0
 RES=/dev/ttyS1
 KMEMLEAK=/sys/kernel/debug/kmemleak
+TRACEFS=/sys/kernel/tracing
+# The card's PCI vendor and device ID (kmod/fpga_p2p_regs.h).
+CARD_IDS='0x10ee 0x9038'
+# The dma_sync_single_* detector: on, or off and why (sync_probe_setup).
+SYNC_PROBE=off
+CARD=''
 
 # --- helpers -----------------------------------------------------------------
 
@@ -153,6 +163,63 @@ kmemleak_check() {
 	while IFS= read -r line; do
 		echo "kmemleak report: $line" >/dev/kmsg
 	done <"$KMEMLEAK"
+}
+
+# --- DMA-API misuse: dma_sync_single_* on the ring ---------------------------
+# The ring is one scatter-gather mapping; a dma_sync_single_*() on a piece of
+# it is not defined by the DMA API, but nothing on x86 notices (the device is
+# coherent behind intel-iommu; swiotlb syncs any sub-range of a bounced
+# entry; DMA-API debug accepts a single sync inside one SG entry). So the
+# calls themselves are watched: kprobe events on both functions record the
+# device's name (struct device starts with its kobject, whose first member
+# is the name: +0(+0(%di)) on x86-64), and after each suite a call for the
+# card becomes a report line in the kernel log. The driver maps nothing else
+# for the card (descriptors are coherent memory), so any call is misuse.
+
+sync_probe_setup() {
+	for d in /sys/bus/pci/devices/*; do
+		[ "$(cat "$d/vendor" "$d/device" 2>/dev/null | tr '\n' ' ')" = "$CARD_IDS " ] &&
+			CARD=${d##*/}
+	done
+	if [ -z "$CARD" ]; then
+		SYNC_PROBE='off:no-card'
+		return
+	fi
+	mount -t tracefs tracefs "$TRACEFS" 2>/dev/null
+	if [ ! -w "$TRACEFS/kprobe_events" ]; then
+		SYNC_PROBE='off:no-kprobe-events'
+		kmsg "dma_sync_single detector off: this kernel has no kprobe events" \
+			"(CONFIG_KPROBE_EVENTS); a dma_sync_single_* on the ring goes unseen"
+		return
+	fi
+	for f in for_cpu for_device; do
+		if ! echo "p:radar/sync_single_$f dma_sync_single_$f dev=+0(+0(%di)):string" \
+			>>"$TRACEFS/kprobe_events" 2>/dev/null; then
+			SYNC_PROBE="off:kprobe-on-dma_sync_single_$f-refused"
+			kmsg "dma_sync_single detector off: the kernel refused a kprobe on dma_sync_single_$f"
+			return
+		fi
+	done
+	echo 256 >"$TRACEFS/buffer_size_kb"
+	: >"$TRACEFS/trace"
+	echo 1 >"$TRACEFS/events/radar/enable"
+	echo 1 >"$TRACEFS/tracing_on"
+	SYNC_PROBE=on
+}
+
+# After a suite: a call for the card is a report (the harness counts
+# "DMA-API misuse:" lines); the trace is emptied for the next suite.
+sync_probe_check() {
+	[ "$SYNC_PROBE" = on ] || return 0
+	for f in for_cpu for_device; do
+		n=$(grep -c "sync_single_$f:.*dev=\"$CARD\"" "$TRACEFS/trace")
+		[ "$n" -gt 0 ] || continue
+		first=$(grep -m 1 "sync_single_$f:.*dev=\"$CARD\"" "$TRACEFS/trace" |
+			sed 's/^ *//' | oneline)
+		kmsg "DMA-API misuse: dma_sync_single_$f on the SG-mapped ring of $CARD" \
+			"($n calls in the trace buffer; first: $first)"
+	done
+	: >"$TRACEFS/trace"
 }
 
 # --- lifecycle suite (runs as "/init --lifecycle N" under timeout) -------------
@@ -265,9 +332,46 @@ run_suite() {
 	[ "$unload" = fail ] && while IFS= read -r line; do
 		emit "@@log $name unload: $line"
 	done </tmp/unload.err
+	sync_probe_check
 	t1=$(uptime_s)
 	kmsg "end $name"
 	emit "@@end $name rc=$rc load=$load unload=$unload duration_s=$(echo "$t1 $t0" | awk '{ printf "%.1f", $1 - $2 }')"
+}
+
+# --- shutdown suite -------------------------------------------------------------
+
+# A capture streams, then `reboot -f`: the kernel's device shutdown calls the
+# driver's .shutdown, which must stop the engine and bus mastering before the
+# machine resets. The guest cannot see the result (it is gone by then): the
+# card writes its state at the reset to the host (shutdown-log), and the
+# harness judges the suite by it. Never returns.
+shutdown_suite() {
+	emit "@@begin shutdown"
+	kmsg "begin shutdown"
+	t0=$(uptime_s)
+	fail=''
+	frames=/sys/class/misc/fpga-p2p0/counters/frames
+	if ! load_modules >/tmp/load.err 2>&1; then
+		while IFS= read -r line; do emit "@@log shutdown load: $line"; done </tmp/load.err
+		emit "@@end shutdown rc=1 load=fail unload=reboot duration_s=0"
+		sync
+		reboot -f
+	fi
+	# Frames for hours at the test pattern's rate: it streams until the reset.
+	p2p-suite smoke --frames 1000000000 --p2p "$P2P" >/tmp/shutdown.out 2>&1 &
+	f0=$(cat "$frames")
+	if ! wait_for "[ \$(cat $frames) -ge $((f0 + 100)) ]" 30; then
+		fail="the capture did not stream (frames $(cat "$frames")): $(tail -n 3 /tmp/shutdown.out | oneline)"
+	fi
+	f1=$(cat "$frames")
+	passed=true
+	[ -n "$fail" ] && passed=false
+	detail=${fail:-"a capture streaming ($((f1 - f0)) frames so far, still running) when reboot -f ran"}
+	emit "@@result {\"suite\":\"shutdown\",\"passed\":$passed,\"frames_verified\":0,\"detail\":\"$(printf '%s' "$detail" | oneline)\"}"
+	emit "@@end shutdown rc=$([ "$passed" = true ] && echo 0 || echo 1) load=ok unload=reboot duration_s=$(echo "$(uptime_s) $t0" | awk '{ printf "%.1f", $1 - $2 }')"
+	# No "end" mark: what the kernel logs while shutting down is this suite's.
+	sync
+	reboot -f
 }
 
 # --- PID 1 ---------------------------------------------------------------------
@@ -305,8 +409,15 @@ main() {
 	else
 		names=$(echo "$suite" | tr ',' ' ')
 	fi
-	emit "@@plan kernel=$(uname -r) uptime_s=$(uptime_s) suites=$(echo "$names" | tr ' ' ',' | sed 's/,$//')"
+	sync_probe_setup
+	emit "@@plan kernel=$(uname -r) uptime_s=$(uptime_s) dma_sync_probe=$SYNC_PROBE suites=$(echo "$names" | tr ' ' ',' | sed 's/,$//')"
+	shutdown=''
 	for want in $names; do
+		# The shutdown suite ends the guest: it runs last, whatever the order.
+		if [ "$want" = shutdown ]; then
+			shutdown=1
+			continue
+		fi
 		row=$(printf '%s\n' "$SUITES" | awk -v n="$want" '$1 == n')
 		if [ -z "$row" ]; then
 			emit "@@begin $want"
@@ -327,6 +438,7 @@ main() {
 		emit "@@kmemleak end uptime_s=$(uptime_s)"
 	fi
 	emit "@@done uptime_s=$(uptime_s)"
+	[ -n "$shutdown" ] && shutdown_suite
 	sync
 	reboot -f
 }

@@ -42,6 +42,8 @@ REPORT = re.compile(
     # The emulated IOMMU refused a DMA of the card (unmapped or wrong
     # direction): a driver bug, not noise.
     r"|DMAR: \[DMA (Read|Write)|DMAR: DRHD: handling fault"
+    # guest-init.sh's kprobe watch: dma_sync_single_* on the card's SG ring.
+    r"|DMA-API misuse:"
 )
 # DMA-API debug's own status lines are not reports.
 NOT_REPORT = re.compile(
@@ -49,6 +51,8 @@ NOT_REPORT = re.compile(
     r"|dma_debug_entry pool grown)"
 )
 MARK = re.compile(r"radar-harness: (begin|end) (\S+)")
+# The emulated card's state when the machine shut down (run.sh's shutdown-log).
+CARD_SHUTDOWN = re.compile(r"radar-fpga-card: machine shutdown \(([^)]*)\): (.*)")
 
 
 def write_cpio(staging, out):
@@ -168,7 +172,23 @@ def as_count(value):
     return int(value)
 
 
-def judge(name, entry, reports, report_examples, kernel):
+def judge_shutdown(card_lines):
+    """The shutdown suite's verdict: the card's state at the guest's reboot."""
+    states = [m for m in map(CARD_SHUTDOWN.search, card_lines) if m]
+    if not states:
+        return "the card reported no state at the machine's shutdown"
+    cause, state = states[-1].group(1), states[-1].group(2)
+    reasons = []
+    if cause not in ("guest-reset", "guest-shutdown"):
+        reasons.append(f"the machine shut down by {cause}, not by the guest's reboot")
+    for part in ("c2h engine running", "h2c engine running", "source on", "bus master on"):
+        if part in state:
+            reasons.append(f"{part} when the machine reset (the driver's .shutdown"
+                           " did not stop the card)")
+    return "; ".join(reasons) or None
+
+
+def judge(name, entry, reports, report_examples, kernel, card_lines=()):
     """One suite's record, with the reasons it failed (if any)."""
     rec = {"suite": name, "kernel": kernel}
     for c in COUNTERS:
@@ -203,8 +223,17 @@ def judge(name, entry, reports, report_examples, kernel):
                                   if end.get("rc") == "137" else ""))
             if end.get("load") != "ok":
                 reasons.append(f"module load: {end.get('load')}")
-            if end.get("unload") != "ok":
+            # The shutdown suite ends in a reboot with the modules loaded.
+            if end.get("unload") != ("reboot" if name == "shutdown" else "ok"):
                 reasons.append(f"module unload: {end.get('unload')}")
+        if name == "shutdown" and results and results[-1].get("passed") is True:
+            why = judge_shutdown(card_lines)
+            if why:
+                reasons.append(why)
+            states = [m for m in map(CARD_SHUTDOWN.search, card_lines) if m]
+            if states:
+                detail = f"{detail}; the card at the reset: {states[-1].group(2)}"
+
     rec.setdefault("duration_s", 0.0)
     rec["kernel_reports"] = reports
     if reports:
@@ -226,7 +255,7 @@ def report(args):
     records = []
     for name in wanted:
         rec = judge(name, suites.get(name), counts.get(name, 0),
-                    examples.get(name, []), args.kernel)
+                    examples.get(name, []), args.kernel, read_lines(args.card))
         records.append(rec)
 
     # Reports outside the requested suites: boot, shutdown, the final kmemleak scan.
@@ -250,6 +279,8 @@ def report(args):
         "kernel": args.kernel,
         "kernel_release": (plan or {}).get("kernel", ""),
         "p2p": args.p2p,
+        # guest-init.sh's dma_sync_single_* watch: "on" or "off:<why>".
+        "dma_sync_probe": (plan or {}).get("dma_sync_probe", ""),
         "boot_s": args.boot_s,
         "qemu_s": args.qemu_s,
     }
@@ -297,6 +328,9 @@ def report(args):
             entry = suites.get(rec["suite"])
             for line in (entry or {}).get("log", [])[-15:]:
                 print(f"       | {line}")
+    if plan is not None and common["dma_sync_probe"] != "on":
+        print(f"  note: the dma_sync_single_* detector was "
+              f"{common['dma_sync_probe'] or 'not set up'} on this kernel")
     for p in problems:
         print(f"  FAIL run: {p}")
     ok = failed == 0 and not problems
@@ -377,6 +411,7 @@ def main():
     r.add_argument("--boot-s", type=float, default=None)
     r.add_argument("--qemu-status", type=int, default=None)
     r.add_argument("--stalled", default=None)
+    r.add_argument("--card", default="", help="the card's shutdown-log file")
     t = sub.add_parser("selftest")
     t.add_argument("--console", required=True)
     t.add_argument("--results", required=True)

@@ -11,7 +11,8 @@
 #
 # Writes target/qemu/<kernel>-<suite>.json (and <kernel>-all.json for all), the
 # kernel console in target/qemu/<kernel>-<suite>.log and the result channel in
-# target/qemu/<kernel>-<suite>.results. Last line: "N passed, N failed". Exit
+# target/qemu/<kernel>-<suite>.results, the card's state at the machine's
+# shutdown in target/qemu/<kernel>-<suite>.card. Last line: "N passed, N failed". Exit
 # status non-zero when a suite failed, the kernel reported a problem, or the
 # guest crashed or hung. See tests/qemu/README.md.
 #
@@ -238,6 +239,12 @@ log "initramfs: $(du -h "$work/initramfs.cpio" | cut -f1)"
 # busy host can starve a vCPU for seconds: the RCU stall and soft-lockup
 # detectors get 60 s instead of ~20 s, so that they report bugs, not load.
 cmdline="console=ttyS0,115200 panic=-1 printk.devkmsg=on"
+# An oops kills the task inside the kernel, usually holding the driver's
+# locks: everything after it hangs until the suite's time limit. oops=panic
+# ends the guest at once instead (the Oops is a kernel report and the suite
+# has no @@end either way). KASAN, lockdep, DMA-API debug and atomic-sleep
+# reports are not oopses and do not panic.
+cmdline+=" oops=panic"
 cmdline+=" rcupdate.rcu_cpu_stall_timeout=60 watchdog_thresh=30"
 if [ "$swiotlb" = 1 ]; then
 	cmdline+=" swiotlb=force iommu=soft intel_iommu=off"
@@ -254,7 +261,11 @@ qemu=("$qemu_bin" -accel tcg -machine q35 -smp 2 -m 2048 -nodefaults -no-user-co
 	-L /usr/share/qemu -L /usr/share/seabios
 	-display none -no-reboot -kernel "$kimage" -initrd "$work/initramfs.cpio")
 [ "$swiotlb" = 1 ] || qemu+=(-device intel-iommu,intremap=on)
-qemu+=(-device radar-fpga-card)
+# The card writes its state at the machine's shutdown here (the shutdown
+# suite's verdict: the driver's .shutdown must have stopped it).
+card_log="$outdir/$name.card"
+rm -f "$card_log"
+qemu+=(-device "radar-fpga-card,shutdown-log=${card_log//,/,,}")
 
 if [ "$suite" = shell ]; then
 	log "interactive guest: 'reboot -f' leaves, Ctrl-A X kills QEMU"
@@ -320,7 +331,7 @@ log "QEMU exited with status $qemu_status after $qemu_s s"
 
 set +e
 python3 "$here/harness.py" report --kernel "$kernel" --p2p "$p2p" --suite "$suite" \
-	--suites "${suites[*]}" --console "$console_log" --results "$results_log" \
+	--suites "${suites[*]}" --console "$console_log" --results "$results_log" --card "$card_log" \
 	--outdir "$outdir" --duration-s "$duration" --qemu-s "$qemu_s" ${boot_s:+--boot-s "$boot_s"} \
 	--qemu-status "$qemu_status" ${stalled:+--stalled "$stalled"} >"$outdir/$name.summary"
 status=$?

@@ -18,6 +18,11 @@
  * as after a completion timeout), counters, and the detection packets the
  * card received over H2C.
  *
+ * With the property shutdown-log=PATH the card appends one line to PATH
+ * when the machine shuts down (with -no-reboot a guest reboot is one):
+ * whether its engines, source and bus mastering were still on. A driver's
+ * .shutdown must have stopped them; the tests' shutdown suite reads it.
+ *
  * All of the model runs under the BQL: MMIO handlers and the two channel
  * timers (QEMU_CLOCK_VIRTUAL) never run concurrently.
  *
@@ -32,12 +37,14 @@
 #include "qemu/timer.h"
 #include "qemu/module.h"
 #include "qemu/log.h"
+#include "qemu/error-report.h"
 #include "qapi/error.h"
 #include "hw/pci/pci.h"
 #include "hw/pci/msix.h"
 #include "hw/qdev-properties.h"
 #include "qom/object.h"
 #include "sysemu/dma.h"
+#include "sysemu/runstate.h"
 #include <zlib.h>
 
 #include "fpga_p2p_regs.h"
@@ -135,6 +142,8 @@ struct FpgaCard {
     QEMUTimer *h2c_timer;
     QEMUTimer *stuck_timer;
     QEMUTimer *meta_timer;
+    Notifier shutdown;
+    char *shutdown_log;         /* property: where the state at shutdown goes */
 
     FcChan h2c;
     FcChan c2h;
@@ -1476,6 +1485,41 @@ static const MemoryRegionOps fc_test_ops = {
 
 /* --- device -------------------------------------------------------------- */
 
+/*
+ * The machine shuts down (or, under -no-reboot, resets): the guest kernel's
+ * device shutdown has run, so the driver's .shutdown had its chance to stop
+ * the card. Whatever still runs now would write into memory the next
+ * kernel or the firmware owns.
+ */
+static void fc_shutdown_notify(Notifier *n, void *data)
+{
+    FpgaCard *s = container_of(n, FpgaCard, shutdown);
+    ShutdownCause cause = *(ShutdownCause *)data;
+    bool c2h = s->c2h.running || (s->c2h.control & XDMA_CTRL_RUN);
+    bool h2c = s->h2c.running || (s->h2c.control & XDMA_CTRL_RUN);
+    bool src = s->ctrl & FP_UB_CTRL_ENABLE;
+    bool master = pci_get_word(PCI_DEVICE(s)->config + PCI_COMMAND) &
+                  PCI_COMMAND_MASTER;
+    FILE *f;
+
+    if (!s->shutdown_log) {
+        return;
+    }
+    f = fopen(s->shutdown_log, "a");
+    if (!f) {
+        error_report("radar-fpga-card: cannot write %s: %s",
+                     s->shutdown_log, strerror(errno));
+        return;
+    }
+    fprintf(f, "radar-fpga-card: machine shutdown (%s): c2h engine %s, "
+            "h2c engine %s, source %s, bus master %s, frames sent %u%s\n",
+            ShutdownCause_str(cause), c2h ? "running" : "stopped",
+            h2c ? "running" : "stopped", src ? "on" : "off",
+            master ? "on" : "off", s->frames_sent,
+            c2h ? ": c2h engine running while the machine resets" : "");
+    fclose(f);
+}
+
 static void fc_reset_state(FpgaCard *s)
 {
     int i;
@@ -1528,12 +1572,15 @@ static void fc_realize(PCIDevice *pdev, Error **errp)
     s->h2c_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, fc_h2c_timer, s);
     s->stuck_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, fc_stuck_timer, s);
     s->meta_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, fc_meta_timer, s);
+    s->shutdown.notify = fc_shutdown_notify;
+    qemu_register_shutdown_notifier(&s->shutdown);
 }
 
 static void fc_exit(PCIDevice *pdev)
 {
     FpgaCard *s = FPGA_CARD(pdev);
 
+    notifier_remove(&s->shutdown);
     fc_reset_state(s);
     timer_free(s->c2h_timer);
     timer_free(s->h2c_timer);
@@ -1541,6 +1588,11 @@ static void fc_exit(PCIDevice *pdev)
     timer_free(s->meta_timer);
     msix_uninit_exclusive_bar(pdev);
 }
+
+static Property fc_properties[] = {
+    DEFINE_PROP_STRING("shutdown-log", FpgaCard, shutdown_log),
+    DEFINE_PROP_END_OF_LIST(),
+};
 
 static void fc_class_init(ObjectClass *class, void *data)
 {
@@ -1555,6 +1607,7 @@ static void fc_class_init(ObjectClass *class, void *data)
     k->class_id = PCI_CLASS_MEMORY_OTHER;
     dc->desc = "Radar FPGA card (XDMA + user block), for fpga_p2p tests";
     dc->reset = fc_reset;
+    device_class_set_props(dc, fc_properties);
     set_bit(DEVICE_CATEGORY_MISC, dc->categories);
 }
 
