@@ -19,6 +19,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 # shellcheck source=tests/qemu/lib.sh
 . "$here/qemu/lib.sh"
+# shellcheck source=tests/shared-dir.sh
+. "$here/shared-dir.sh"
 
 kmod_src=${RADAR_KMOD_DIR:-"$top/kmod"}
 logdir="$top/target/kmod-checks"
@@ -146,10 +148,10 @@ check_arm64() {
 	build arm64 "$kdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- W=1
 }
 
-# The Jetson kbuild tree: ../shared/kbuild beside the repository (CI clones
-# the repository with shared/ next to it). RADAR_SHARED_DIR overrides ../shared.
+# The Jetson kbuild tree: kbuild/ in the test inputs (tests/shared-dir.sh).
 check_jetson() {
-	local kb=${RADAR_SHARED_DIR:-"$top/../shared"}/kbuild
+	local kb
+	kb=$(shared_dir "$top")/kbuild
 	local dir="$tmp/jetson" logf="$logdir/jetson.log" ko deps
 	[ -x "$kb/build-module.sh" ] || [ -f "$kb/build-module.sh" ] ||
 		{ echo "  no $kb/build-module.sh"; return 1; }

@@ -11,15 +11,15 @@
 #      task graph resolves.
 #
 #   bash tests/yocto-checks.sh [crates|lint|kas|parse]...   (default: all)
-# Environment: YOCTO_SNAPSHOT_DIR (default ../shared/yocto from the repository
-# root, or ../../shared/yocto from a worktree), RADAR_YOCTO_WORK (default /var/tmp/radar-yocto: the source copy).
+# Environment: YOCTO_SNAPSHOT_DIR (default yocto/ in the test inputs, found
+# by tests/shared-dir.sh), RADAR_YOCTO_WORK (default /var/tmp/radar-yocto: the source copy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
 layer=$top/yocto-layer
-# ../shared beside the checkout (or beside the directory of worktrees)
-snapdir=${YOCTO_SNAPSHOT_DIR:-$top/../shared/yocto}
-[ -n "${YOCTO_SNAPSHOT_DIR:-}" ] || [ -d "$snapdir" ] || snapdir=$top/../../shared/yocto
+# shellcheck source=tests/shared-dir.sh
+. "$top/tests/shared-dir.sh"
+snapdir=${YOCTO_SNAPSHOT_DIR:-$(shared_dir "$top")/yocto}
 work=${RADAR_YOCTO_WORK:-/var/tmp/radar-yocto}
 venv=$top/target/yocto-venv
 KAS_VERSION=5.5

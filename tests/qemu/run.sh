@@ -24,13 +24,15 @@
 # Developer overrides: RADAR_KMOD_DIR (module source instead of kmod/),
 # RADAR_SUITE_BIN (a p2p-suite binary instead of building it), RADAR_RADARD_BIN
 # (a static radard for the radard suite instead of building it),
-# RADAR_SHARED_DIR (the test inputs instead of ../shared beside the checkout),
+# RADAR_SHARED_DIR (the test inputs; default: see tests/shared-dir.sh),
 # RADAR_QEMU_OUTDIR (results elsewhere than target/qemu).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/qemu/lib.sh
 . "$here/lib.sh"
+# shellcheck source=tests/shared-dir.sh
+. "$here/../shared-dir.sh"
 
 usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
@@ -132,7 +134,7 @@ make -C "$work/kmod" KDIR="$kdir" clean >/dev/null 2>&1 || true
 kmod_args=()
 if [ "$p2p" = nvidia ]; then
 	# NVIDIA's module, unmodified, from a scratch copy (kbuild writes into M=).
-	nv_src=${RADAR_SHARED_DIR:-"$top/../shared"}/nvidia-p2p
+	nv_src=$(shared_dir "$top")/nvidia-p2p
 	[ -f "$nv_src/nvidia-p2p.c" ] || die "no NVIDIA nvidia-p2p source in $nv_src"
 	cp -a "$nv_src" "$work/nvidia-p2p"
 	log "building NVIDIA's nvidia-p2p against $kdir"
