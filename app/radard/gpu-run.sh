@@ -19,14 +19,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 echo "== bundle commit $(cat "$B/COMMIT" 2>/dev/null); $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
-mkdir -p /tmp/culibs
-for lib in nvrtc cufft; do
-  if ! ldconfig -p | grep -q "lib$lib.so "; then
-    f=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib /usr/lib/x86_64-linux-gnu /opt -xdev -name "lib$lib.so.*" 2>/dev/null | grep -v builtins | sort | head -1)
-    [ -n "$f" ] && ln -sf "$f" /tmp/culibs/lib$lib.so && export LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}
-  fi
-done
-export LD_LIBRARY_PATH=/tmp/culibs:${LD_LIBRARY_PATH:-}
+. "$B/culibs.sh"
 echo "== hot loop (allocations, CUDA required)"
 RADAR_REQUIRE_CUDA=1 "$B/radard_hot_loop_alloc" 2>&1 | tee "$OUT/hot_loop.log" | tail -6
 hot_rc=${PIPESTATUS[0]}

@@ -17,14 +17,7 @@ S8=${2:-10}
 mkdir -p "$OUT" /tmp/radard
 echo "== bundle commit $(cat "$B/COMMIT" 2>/dev/null); $(date -u +%FT%TZ); $(nproc) CPUs"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-mkdir -p /tmp/culibs
-for lib in nvrtc cufft; do
-  if ! ldconfig -p | grep -q "lib$lib.so "; then
-    f=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib /usr/lib/x86_64-linux-gnu /opt -xdev -name "lib$lib.so.*" 2>/dev/null | grep -v builtins | sort | head -1)
-    [ -n "$f" ] && ln -sf "$f" /tmp/culibs/lib$lib.so && export LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}
-  fi
-done
-export LD_LIBRARY_PATH=/tmp/culibs:${LD_LIBRARY_PATH:-}
+. "$B/culibs.sh"
 echo "== the busiest processes before"
 ps -eo pid,comm,pcpu,psr --sort=-pcpu | head -8
 vmstat -n 1 > "$OUT/vmstat.log" 2>&1 &

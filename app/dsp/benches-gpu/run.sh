@@ -29,16 +29,7 @@ echo "== ldconfig"; ldconfig -p | grep -E "libcuda\.|libnvrtc|libcufft"
 echo "== files"; find /usr/local /usr/lib /opt -xdev \( -name 'libnvrtc.so*' -o -name 'libcufft.so*' -o -name 'libcuda.so*' \) 2>/dev/null | grep -v stubs | head -30
 } > "$LOG/env.txt" 2>&1
 head -3 "$LOG/env.txt"
-# cudarc (cuda-12060 names) tries libnvrtc.so, .so.12, .so.11 ...; CUDA 13 ships .so.13:
-# give it unversioned links to whatever is installed.
-mkdir -p /tmp/culibs
-for lib in nvrtc cufft; do
-  if ! ldconfig -p | grep -q "lib$lib.so "; then
-    f=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib /usr/lib/x86_64-linux-gnu /opt -xdev -name "lib$lib.so.*" 2>/dev/null | grep -v builtins | sort | head -1)
-    if [ -n "$f" ]; then ln -sf "$f" /tmp/culibs/lib$lib.so; echo "linked lib$lib.so -> $f"; export LD_LIBRARY_PATH=$(dirname "$f"):${LD_LIBRARY_PATH:-}; fi
-  fi
-done
-export LD_LIBRARY_PATH=/tmp/culibs:${LD_LIBRARY_PATH:-}
+. "$B/culibs.sh"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 export RADAR_REQUIRE_CUDA=1
 pack() { tar czf "$OUT/cuda-run.tgz" -C "$LOG" . 2>/dev/null; }
