@@ -1,7 +1,7 @@
 #!/bin/bash
 # Build the CUDA backend's device bundle on the development machine: the
 # radar-dsp binary, the cuda-vs-cpu test binary, the library's unit tests,
-# radard and its hot-loop allocation test, run.sh and radard's gpu-run.sh
+# radard, its hot-loop allocation test and its loop_floor bench, run.sh and radard's gpu-run.sh
 # (with gpu-run.toml), stripped, into DEST
 # (default: .device-bin/cuda in the repo).
 # The GPU machine has no cargo; carry DEST there and run DEST/run.sh.
@@ -12,8 +12,8 @@ cd "$ROOT"
 cargo build --release -p radar-dsp --bins --tests
 cargo build --release -p radard --bins --tests
 mkdir -p "$DEST"
-exe() { # target name, kind[, package]
-  cargo test --release -p "${3:-radar-dsp}" --no-run --message-format=json 2>/dev/null |
+exe() { # target name, kind[, package[, cargo command]]
+  cargo "${4:-test}" --release -p "${3:-radar-dsp}" --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
@@ -25,7 +25,8 @@ cp "$(exe cuda_matches_cpu test)" "$DEST/cuda_matches_cpu"
 cp "$(exe radar_dsp lib)" "$DEST/radar_dsp_unit"
 cp target/release/radard "$DEST/radard"
 cp "$(exe hot_loop_alloc test radard)" "$DEST/radard_hot_loop_alloc"
-strip "$DEST/radar-dsp" "$DEST/cuda_matches_cpu" "$DEST/radar_dsp_unit" "$DEST/radard" "$DEST/radard_hot_loop_alloc"
+cp "$(exe loop_floor bench radard bench)" "$DEST/loop_floor"
+strip "$DEST/radar-dsp" "$DEST/cuda_matches_cpu" "$DEST/radar_dsp_unit" "$DEST/radard" "$DEST/radard_hot_loop_alloc" "$DEST/loop_floor"
 cp "$(dirname "$0")/run.sh" "$(dirname "$0")/culibs.sh" "$(dirname "$0")/ncu_table.py" "$(dirname "$0")/tail.py" "$(dirname "$0")/correlate.py" "$DEST/"
 cp tests/radard_targets.py "$DEST/"
 # radard's own GPU-machine runs (8 ms and 1 ms frames): DEST/gpu-run.sh.
