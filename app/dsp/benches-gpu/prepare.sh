@@ -12,8 +12,10 @@ cd "$ROOT"
 cargo build --release -p radar-dsp --bins --tests
 cargo build --release -p radard --bins --tests
 mkdir -p "$DEST"
-exe() { # target name, kind[, package[, cargo command]]
-  cargo "${4:-test}" --release -p "${3:-radar-dsp}" --no-run --message-format=json 2>/dev/null |
+exe() { # target name, kind[, package[, cargo command: test (release), bench]]
+  local cmd=(test --release)
+  [ "${4:-test}" = bench ] && cmd=(bench) # bench profile: release already
+  cargo "${cmd[@]}" -p "${3:-radar-dsp}" --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
