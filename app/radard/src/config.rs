@@ -101,7 +101,8 @@ pub enum ConfigError {
     Invalid { key: &'static str, reason: String },
     #[error("config: {key}: {reason}")]
     InvalidAt { key: String, reason: String },
-    #[error("config: {0}")]
+    /// The chain's own validation, whose messages already say "config:".
+    #[error(transparent)]
     Chain(#[from] radar_dsp::DspError),
     #[error("config: {0}")]
     Rt(#[from] crate::rt::RtError),
@@ -702,6 +703,8 @@ mod tests {
                 .expect_err(text)
                 .to_string();
             assert!(err.contains(key), "{text:?} gave {err:?}, wanted {key}");
+            // One "config:" prefix, also for the chain's own checks.
+            assert!(!err.contains("config: config"), "{text:?} gave {err:?}");
         }
     }
 }
