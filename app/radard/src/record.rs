@@ -30,7 +30,7 @@ pub fn record(
     notes: &mut dyn FnMut(&str),
 ) -> Result<RecordReport, String> {
     if frames == 0 {
-        return Err("radard record: --frames must be at least 1".into());
+        return Err("--frames must be at least 1".into());
     }
     let (mut source, open_notes) = setup::open_source(cfg).map_err(|e| e.to_string())?;
     for n in open_notes {
