@@ -28,6 +28,7 @@
 use std::time::Instant;
 
 use radar_dsp::SlotFrame;
+use radar_dsp::bench::LatencyStats;
 use radar_dsp::cuda::CudaBackend;
 use radar_dsp::{Detections, FrameInput};
 use radard::RadardConfig;
@@ -35,7 +36,7 @@ use radard::rt::{self, RtConfig, RtReport};
 use radard::service::ThreadCpuClock;
 use radard::setup;
 use serde::Serialize;
-use tegra_p2p::clock::monotonic_ns;
+use tegra_p2p::clock::{monotonic_ns, sleep_until_ns};
 use tegra_p2p::source::Event;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -57,33 +58,6 @@ struct Case {
     /// Chunk events asked of the source.
     chunk_events: bool,
     gpu_wait: Option<&'static str>,
-}
-
-#[derive(Debug, Default, Serialize)]
-struct Percentiles {
-    p50_us: f64,
-    p99_us: f64,
-    p999_us: f64,
-    max_us: f64,
-}
-
-impl Percentiles {
-    fn of(values: &mut [u64]) -> Self {
-        if values.is_empty() {
-            return Self::default();
-        }
-        values.sort_unstable();
-        let at = |q: f64| {
-            let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
-            values[rank - 1] as f64 / 1e3
-        };
-        Percentiles {
-            p50_us: at(0.50),
-            p99_us: at(0.99),
-            p999_us: at(0.999),
-            max_us: values[values.len() - 1] as f64 / 1e3,
-        }
-    }
 }
 
 /// CPU microseconds per frame, by part (see the module comment).
@@ -108,10 +82,11 @@ struct CaseResult {
     clock_reads_per_frame: f64,
     cpu_us_per_frame: CpuParts,
     /// Frame event to detections (whole-frame cases), or launch to
-    /// detections (`LaunchAndWait`).
-    event_to_done: Percentiles,
-    /// Capture timestamp to detections (frame cases).
-    capture_to_done: Percentiles,
+    /// detections (`LaunchAndWait`); wall time, microseconds.
+    event_to_done: LatencyStats,
+    /// Capture timestamp to detections (frame cases; none for
+    /// `LaunchAndWait`).
+    capture_to_done: Option<LatencyStats>,
 }
 
 #[derive(Debug, Serialize)]
@@ -194,21 +169,21 @@ fn cpu_now(clk: &ThreadCpuClock) -> u64 {
     clk.read_ns().unwrap_or(0)
 }
 
-fn config_for(case: &Case) -> Result<RadardConfig, String> {
+fn config_for(case: &Case) -> RadardConfig {
     // radard's defaults (default geometry, 4 slots, scene playback), the
     // period and the GPU wait of the case.
-    let chunk_ns = (case.period_ms * 1e6 / 16.0).round() as u64;
-    let text = format!(
-        "[source]\nchunk_period_ns = {chunk_ns}\n[backend]\nkind = \"{}\"\nstream_chunks = {}\ngpu_wait = \"{}\"\n",
-        if case.work == Work::SourceOnly {
-            "cpu"
-        } else {
-            "cuda"
-        },
-        case.work == Work::ChunkStreamed,
-        case.gpu_wait.unwrap_or("spin"),
-    );
-    RadardConfig::parse(&text, "loop_floor").map_err(|e| e.to_string())
+    let mut cfg = RadardConfig::default();
+    let chunks = cfg.geometry.chunks_per_frame as f64;
+    cfg.source.chunk_period_ns = Some((case.period_ms * 1e6 / chunks).round() as u64);
+    cfg.backend.kind = if case.work == Work::SourceOnly {
+        "cpu"
+    } else {
+        "cuda"
+    }
+    .into();
+    cfg.backend.stream_chunks = case.work == Work::ChunkStreamed;
+    cfg.backend.gpu_wait = case.gpu_wait.unwrap_or("spin").into();
+    cfg
 }
 
 fn pin(cpu: Option<usize>) -> Vec<String> {
@@ -226,7 +201,7 @@ fn pin(cpu: Option<usize>) -> Vec<String> {
 
 /// The frame cases: radard's source and backend, a bare loop.
 fn run_frames(case: &Case, seconds: f64, cpu: Option<usize>) -> Result<CaseResult, String> {
-    let cfg = config_for(case)?;
+    let cfg = config_for(case);
     let period_ns = (case.period_ms * 1e6) as u64;
     let (mut source, _) = setup::open_source(&cfg).map_err(|e| e.to_string())?;
     setup::load_scene(&cfg, &mut source).map_err(|e| e.to_string())?;
@@ -310,9 +285,9 @@ fn run_frames(case: &Case, seconds: f64, cpu: Option<usize>) -> Result<CaseResul
         process += c2 - c1;
         release += c3 - c2;
         if count >= warmup {
-            event_to_done.push(finished - t_event);
+            event_to_done.push((finished - t_event) as f64 / 1e3);
             let captured = meta.timestamp_ns.min(t_event);
-            capture_to_done.push(finished - captured);
+            capture_to_done.push((finished - captured) as f64 / 1e3);
             if finished > captured + 2 * period_ns {
                 misses += 1;
             }
@@ -337,27 +312,9 @@ fn run_frames(case: &Case, seconds: f64, cpu: Option<usize>) -> Result<CaseResul
             release: us(release),
             ..CpuParts::default()
         },
-        event_to_done: Percentiles::of(&mut event_to_done),
-        capture_to_done: Percentiles::of(&mut capture_to_done),
+        event_to_done: LatencyStats::from_samples(&event_to_done, 0.0),
+        capture_to_done: Some(LatencyStats::from_samples(&capture_to_done, 0.0)),
     })
-}
-
-/// Sleeps until `t_ns` on CLOCK_MONOTONIC (the loop's CPU goes idle).
-fn sleep_until(t_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (t_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (t_ns % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: `ts` is a valid timespec for the call; no remainder pointer
-    // is needed with TIMER_ABSTIME.
-    unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        );
-    }
 }
 
 /// One launch and one wait apart, on a frame resident in device memory,
@@ -367,7 +324,7 @@ fn run_launch_and_wait(
     seconds: f64,
     cpu: Option<usize>,
 ) -> Result<CaseResult, String> {
-    let cfg = config_for(case)?;
+    let cfg = config_for(case);
     let opts = cfg.cuda_options().map_err(|e| e.to_string())?;
     let mut backend = CudaBackend::with_options(&cfg.chain_config(), &opts)
         .map_err(|e| format!("skipped: no CUDA ({e})"))?;
@@ -388,7 +345,8 @@ fn run_launch_and_wait(
     let mut total_start = 0;
     let mut t_next = monotonic_ns() + period_ns;
     for i in 0..warmup + frames_wanted {
-        sleep_until(t_next);
+        // The loop's CPU goes idle until the next period, as in radard.
+        sleep_until_ns(t_next);
         t_next += period_ns;
         if i == warmup {
             (launch, gpu_wait) = (0, 0);
@@ -404,7 +362,7 @@ fn run_launch_and_wait(
         launch += c1 - c0;
         gpu_wait += c2 - c1;
         if i >= warmup {
-            done.push(t1 - t0);
+            done.push((t1 - t0) as f64 / 1e3);
         }
     }
     let total = cpu_now(&clk) - total_start;
@@ -422,19 +380,20 @@ fn run_launch_and_wait(
             gpu_wait: us(gpu_wait),
             ..CpuParts::default()
         },
-        event_to_done: Percentiles::of(&mut done),
-        capture_to_done: Percentiles::default(),
+        event_to_done: LatencyStats::from_samples(&done, 0.0),
+        capture_to_done: None,
     })
 }
 
 fn cases(only_cpu: bool) -> Vec<Case> {
+    let chunks = RadardConfig::default().geometry.chunks_per_frame;
     let mut v = Vec::new();
     for period_ms in [8.0, 1.0] {
         for chunk_events in [false, true] {
             v.push(Case {
                 name: format!(
                     "source only, {} events/frame, {period_ms} ms",
-                    if chunk_events { 17 } else { 1 }
+                    if chunk_events { chunks + 1 } else { 1 }
                 ),
                 work: Work::SourceOnly,
                 period_ms,
