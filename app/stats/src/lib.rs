@@ -10,7 +10,10 @@
 //! For a histogram the rank is found the same way over the bin counts; the
 //! value reported is the upper edge of the bin that holds it, capped at the
 //! largest value observed (a bin's edge can lie above every value in it).
-#![no_std]
+//!
+//! [`LatencyStats`] is the row a benchmark prints and writes to JSON.
+
+use serde::Serialize;
 
 /// The 1-based nearest rank of quantile `q` (0..=1) among `n` values:
 /// `ceil(q * n)`, at least 1 and at most `n`. `n` must be at least 1.
@@ -93,6 +96,51 @@ pub fn histogram_percentile(
     Some(observed_max)
 }
 
+/// One benchmark row: per-frame times in microseconds, their mean,
+/// nearest-rank percentiles and max, and the throughput of the timed loop.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LatencyStats {
+    pub frames: usize,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    /// Frames per second over `wall_s` (0 when no wall time is given).
+    pub throughput_fps: f64,
+}
+
+impl LatencyStats {
+    /// The row of `samples_us` (any order); `wall_s` is the wall time of the
+    /// whole timed loop, for the throughput. With no samples every figure
+    /// but the count is NaN.
+    pub fn from_samples(samples_us: &[f64], wall_s: f64) -> Self {
+        let mut sorted = samples_us.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let p = Percentiles::of_sorted(&sorted).unwrap_or(Percentiles {
+            samples: 0,
+            p50: f64::NAN,
+            p99: f64::NAN,
+            p999: f64::NAN,
+            max: f64::NAN,
+        });
+        LatencyStats {
+            frames: n,
+            mean_us: if n == 0 {
+                f64::NAN
+            } else {
+                sorted.iter().sum::<f64>() / n as f64
+            },
+            p50_us: p.p50,
+            p99_us: p.p99,
+            p999_us: p.p999,
+            max_us: p.max,
+            throughput_fps: if wall_s > 0.0 { n as f64 / wall_s } else { 0.0 },
+        }
+    }
+}
+
 /// [`nearest_rank`] for counts that may not fit a `usize` on small targets.
 fn nearest_rank_u64(n: u64, q: f64) -> u64 {
     let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
@@ -126,7 +174,7 @@ mod tests {
     /// 999th; with 100 values p99.9 is the largest (rank ceil(99.9) = 100).
     #[test]
     fn tail_ranks() {
-        let v: [u32; 1000] = core::array::from_fn(|i| i as u32 + 1);
+        let v: [u32; 1000] = std::array::from_fn(|i| i as u32 + 1);
         let p = Percentiles::of_sorted(&v).unwrap();
         assert_eq!(
             (p.samples, p.p50, p.p99, p.p999, p.max),
