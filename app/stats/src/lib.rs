@@ -231,4 +231,14 @@ mod tests {
             Some(4.0)
         );
     }
+
+    #[test]
+    fn latency_stats_row() {
+        let s = LatencyStats::from_samples(&[50.0, 15.0, 40.0, 20.0, 35.0], 0.5);
+        assert_eq!((s.frames, s.p50_us, s.max_us), (5, 35.0, 50.0));
+        assert_eq!((s.mean_us, s.throughput_fps), (32.0, 10.0));
+        let empty = LatencyStats::from_samples(&[], 0.0);
+        assert_eq!(empty.frames, 0);
+        assert!(empty.p50_us.is_nan() && empty.max_us.is_nan());
+    }
 }
