@@ -1,14 +1,16 @@
 //! Detections: the output of the chain for one frame.
 
+use bytemuck::{Pod, Zeroable};
 use serde::{Deserialize, Serialize};
 
 /// One detected target (spec v1 step 10).
 ///
 /// `repr(C)`: this is also the record the CUDA chain writes to mapped host
 /// memory (`struct GpuDetection` in cuda/kernels.cu, field for field), so the
-/// host reads it as it is.
+/// host reads it as it is. `Pod`: plain numbers, no padding, any bits valid,
+/// so it may be read from and written as bytes or words.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, Pod, Zeroable)]
 pub struct Detection {
     /// Integer range bin of the CFAR cell.
     pub range_bin: u32,
@@ -29,6 +31,11 @@ pub struct Detection {
     pub doppler_bin_refined: f32,
     pub angle_bin_refined: f32,
 }
+
+// The layout `struct GpuDetection` in cuda/kernels.cu and radard's status
+// board rely on: ten 4-byte fields, 4-byte aligned.
+const _: () = assert!(std::mem::size_of::<Detection>() == 40);
+const _: () = assert!(std::mem::align_of::<Detection>() == 4);
 
 /// The detections of one frame, at most `capacity` of them, in ascending
 /// range bin then Doppler bin; `cut` counts those dropped by the cap.
