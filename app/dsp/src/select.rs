@@ -9,12 +9,28 @@ use crate::cpu::CpuBackend;
 use crate::cuda::{CudaBackend, CudaOptions};
 use crate::error::DspError;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// Which backend runs the chain: a value of `--backend` (clap) and of a
+/// configuration file's `backend.kind` (serde), spelled `auto`, `cuda`, `cpu`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// CUDA when it can be used, else the CPU.
     #[default]
+    #[value(name = "auto")]
     Auto,
+    #[value(name = "cuda")]
     Cuda,
+    #[value(name = "cpu")]
     Cpu,
 }
 

@@ -55,16 +55,33 @@ pub enum SelectAt {
     HostFallback,
 }
 
-/// How the host thread waits for a frame's work on the GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How the host thread waits for a frame's work on the GPU: a value of a
+/// configuration file's `backend.gpu_wait` (serde) and of a command-line
+/// option (clap), spelled `spin`, `yield`, `block`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum GpuWait {
     /// Spin on the CPU: the lowest wake-up latency and no system call, at
     /// the cost of the loop's CPU time for the whole GPU run.
+    #[default]
+    #[value(name = "spin")]
     Spin,
     /// Spin, yielding the CPU between polls.
+    #[value(name = "yield")]
     Yield,
     /// Sleep until the GPU's completion interrupt (a blocking system call):
     /// the least CPU time, a few microseconds more latency.
+    #[value(name = "block")]
     Block,
 }
 
