@@ -18,6 +18,7 @@ pub mod recording;
 pub mod replay;
 pub mod report;
 pub mod rt;
+pub mod seqlock;
 pub mod service;
 pub mod setup;
 pub mod sinks;

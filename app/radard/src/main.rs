@@ -15,7 +15,8 @@ use std::time::Duration;
 use clap::Parser;
 use radar_dsp::Detections;
 use radard::config::{Content, LoopPolicy, RadardConfig, ReplayRate, SinkConfig, SourceKind};
-use radard::diag::{self, live, params::Params, view::UnitInfo};
+use radard::diag::{self, params::Params, view::UnitInfo};
+use radard::frame_loop::param_queue as live;
 use radard::frame_loop::{self, FpgaSink, LatencyLog, LoopContext, LoopEnd, LoopOptions};
 use radard::report::{LogQueue, run_printer};
 use radard::service::{Supervisor, ThreadCpuClock, rss_kib};
@@ -498,7 +499,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             .map_err(|e| format!("sink fpga: {e}"))?;
     }
     let opts = LoopOptions {
-        deadline: cfg.frame_period(),
+        period: cfg.frame_period(),
         max_frames,
         warmup_frames: 4,
         print_every: cfg.output.print_every,
@@ -763,7 +764,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         },
         sequence_errors: snap.sequence_errors,
         short_frames: snap.dropped(DropReason::Short),
-        log_records_lost: snap.log_records_lost,
+        log_records_lost: snap.frame_lines_lost,
         frame_period_ms: cfg.frame_period().map(|p| p.as_secs_f64() * 1e3),
         latency_ms: percentiles(latency_sorted),
         processing_ms: percentiles(processing_sorted),

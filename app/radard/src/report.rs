@@ -157,8 +157,8 @@ pub fn status_line(
             c.sent, c.queue_full, c.errors
         )?;
     }
-    if s.log_records_lost > 0 {
-        write!(w, " log_lost={}", s.log_records_lost)?;
+    if s.frame_lines_lost > 0 {
+        write!(w, " log_lost={}", s.frame_lines_lost)?;
     }
     Ok(())
 }

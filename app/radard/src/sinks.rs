@@ -32,7 +32,6 @@ use crate::status::{EventKind, StatusBoard};
 /// Frames the feed holds (about a second at 8 ms frames).
 pub const FEED_FRAMES: usize = 128;
 const HEADER_WORDS: usize = 4;
-const DET_WORDS: usize = 5;
 /// Default rotation size of a jsonl sink.
 pub const DEFAULT_ROTATE_BYTES: u64 = 64 << 20;
 /// Default rotated files kept.
@@ -65,16 +64,10 @@ impl SinkRecord {
     }
 }
 
-fn det_words(d: &Detection) -> [u64; DET_WORDS] {
-    // SAFETY: Detection is repr(C), ten 4-byte fields, 40 bytes, no padding
-    // (asserted in radar-dsp's CUDA module and in status.rs); read unaligned.
-    unsafe { std::ptr::read_unaligned(d as *const Detection as *const [u64; DET_WORDS]) }
-}
-
-fn det_from_words(w: &[u64; DET_WORDS]) -> Detection {
-    // SAFETY: as above; any bits are a valid Detection (integers and floats).
-    unsafe { std::ptr::read_unaligned(w as *const [u64; DET_WORDS] as *const Detection) }
-}
+/// Words of one detection in the feed (`Detection` is `Pod`: any bits are
+/// a valid detection, its size is checked at the struct).
+const DET_WORDS: usize = std::mem::size_of::<Detection>() / 8;
+const _: () = assert!(std::mem::size_of::<Detection>() == DET_WORDS * 8);
 
 /// The broadcast ring: one writer (the loop), a cursor per reader.
 pub struct DetectionFeed {
@@ -139,7 +132,8 @@ impl DetectionFeed {
         w[3].store(((n as u64) << 32) | u64::from(cut), Ordering::Relaxed);
         for (k, d) in dets[..n].iter().enumerate() {
             let base = HEADER_WORDS + k * DET_WORDS;
-            for (dst, v) in w[base..base + DET_WORDS].iter().zip(det_words(d)) {
+            let words: [u64; DET_WORDS] = bytemuck::cast(*d);
+            for (dst, v) in w[base..base + DET_WORDS].iter().zip(words) {
                 dst.store(v, Ordering::Relaxed);
             }
         }
@@ -181,7 +175,7 @@ impl DetectionFeed {
             for (d, s) in dw.iter_mut().zip(&w[base..base + DET_WORDS]) {
                 *d = s.load(Ordering::Relaxed);
             }
-            out.detections.push(det_from_words(&dw));
+            out.detections.push(bytemuck::cast(dw));
         }
         fence(Ordering::Acquire);
         *cursor += 1;

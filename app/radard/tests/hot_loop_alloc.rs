@@ -169,19 +169,19 @@ fn run_case(case: &Case) -> Outcome {
     // Parameter changes from the diagnostics server, applied by the loop in
     // the counted frames: queued (tables built off the loop) when warm-up
     // ends, taken at the top of the next frame.
-    let mut change_queue = radard::diag::live::ChangeQueue::new();
-    let mut reply_queue = radard::diag::live::ReplyQueue::new();
+    let mut change_queue = radard::frame_loop::param_queue::ChangeQueue::new();
+    let mut reply_queue = radard::frame_loop::param_queue::ReplyQueue::new();
     let (param_link, mut server_link) =
-        radard::diag::live::split(&mut change_queue, &mut reply_queue);
+        radard::frame_loop::param_queue::split(&mut change_queue, &mut reply_queue);
     let diag_params = radard::diag::params::Params::new(cfg.chain_config(), true);
-    let mut changes: Vec<radard::diag::live::ParamChange> = [1e-3, 1e-5, 1e-6]
+    let mut changes: Vec<radard::frame_loop::param_queue::ParamChange> = [1e-3, 1e-5, 1e-6]
         .iter()
         .enumerate()
         .map(|(i, &pfa)| {
             let v = diag_params
                 .validate("cfar.pfa", diag_proto::ParamValue::Real(pfa))
                 .expect("a valid Pfa");
-            radard::diag::live::ParamChange {
+            radard::frame_loop::param_queue::ParamChange {
                 id: i as u64 + 1,
                 param: v.param,
                 alpha: v.alpha,
@@ -260,7 +260,7 @@ fn run_case(case: &Case) -> Outcome {
     Outcome {
         allocs: ALLOCATIONS.load(Ordering::Relaxed),
         lines,
-        lost: snap.log_records_lost,
+        lost: snap.frame_lines_lost,
         frames_streamed: backend.as_ref().map_or(0, |s| s.backend.frames_streamed()),
         backend: backend.map_or("none".into(), |s| s.backend.name().to_string()),
         chunks_streamed: snap.chunks_streamed,

@@ -10,7 +10,6 @@
 //! the board, `live` the queues to the loop; this file the serial port.
 
 pub mod console;
-pub mod live;
 pub mod params;
 pub mod server;
 pub mod view;

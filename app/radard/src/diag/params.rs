@@ -8,7 +8,7 @@ use diag_proto::{
 use radar_dsp::ChainConfig;
 use radar_dsp::cfar::CfarTables;
 
-use super::live::LiveParam;
+use crate::frame_loop::param_queue::LoopParam;
 
 /// Parameter numbers in the events log (`ParameterChange` a).
 pub const PARAM_ID_PFA: u64 = 1;
@@ -31,7 +31,7 @@ pub struct Params {
 
 /// A validated change, ready for the loop.
 pub struct Validated {
-    pub param: LiveParam,
+    pub param: LoopParam,
     pub alpha: Option<Box<[f64]>>,
 }
 
@@ -138,13 +138,13 @@ impl Params {
                     reason: Note::truncate_from(&e.to_string()),
                 })?;
                 Ok(Validated {
-                    param: LiveParam::CfarPfa(pfa),
+                    param: LoopParam::CfarPfa(pfa),
                     alpha: Some(tables.alpha.into_boxed_slice()),
                 })
             }
             "sink.console" => match value {
                 ParamValue::Bool(on) => Ok(Validated {
-                    param: LiveParam::ConsoleSink(on),
+                    param: LoopParam::ConsoleSink(on),
                     alpha: None,
                 }),
                 _ => Err(ParamError::WrongType {
@@ -157,13 +157,13 @@ impl Params {
 
     /// Records what the loop applied; returns the answer and the event's
     /// (parameter id, value) for the log.
-    pub fn applied(&mut self, param: LiveParam, at_frame: u64) -> (Applied, u64, u64) {
+    pub fn applied(&mut self, param: LoopParam, at_frame: u64) -> (Applied, u64, u64) {
         let (name, id, value) = match param {
-            LiveParam::CfarPfa(p) => {
+            LoopParam::CfarPfa(p) => {
                 self.chain.cfar.pfa = p;
                 ("cfar.pfa", PARAM_ID_PFA, p.to_bits())
             }
-            LiveParam::ConsoleSink(on) => {
+            LoopParam::ConsoleSink(on) => {
                 self.console = on;
                 ("sink.console", PARAM_ID_CONSOLE, u64::from(on))
             }
@@ -225,7 +225,7 @@ mod tests {
         let v = p
             .validate("cfar.pfa", ParamValue::Real(1e-3))
             .expect("valid");
-        assert_eq!(v.param, LiveParam::CfarPfa(1e-3));
+        assert_eq!(v.param, LoopParam::CfarPfa(1e-3));
         assert_eq!(
             v.alpha.as_ref().map(|a| a.len()),
             Some(ChainConfig::default().geometry.n_samples)

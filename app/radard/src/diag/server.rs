@@ -18,9 +18,9 @@ use serde::Serialize;
 use crate::status::{Event, StatusBoard, StatusSnapshot};
 
 use super::console;
-use super::live::{PARAM_QUEUE, ParamChange, ServerLink};
 use super::params::Params;
 use super::view::{self, GpuReader, HealthJudge, HeldMap, UnitInfo};
+use crate::frame_loop::param_queue::{PARAM_QUEUE, ParamChange, ParamSender};
 
 /// How long a `set` waits for the loop to apply it.
 pub const APPLY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -38,7 +38,7 @@ pub struct Core<'q> {
     pub(super) board: Arc<StatusBoard>,
     pub(super) info: UnitInfo,
     pub(super) params: Params,
-    link: Option<ServerLink<'q>>,
+    link: Option<ParamSender<'q>>,
     gpu: Option<GpuReader>,
     in_flight: usize,
     next_change: u64,
@@ -64,7 +64,7 @@ impl<'q> Server<'q> {
         board: Arc<StatusBoard>,
         info: UnitInfo,
         params: Params,
-        link: Option<ServerLink<'q>>,
+        link: Option<ParamSender<'q>>,
         gpu: Option<GpuReader>,
     ) -> Self {
         let now = Instant::now();

@@ -10,8 +10,8 @@ use diag_proto::{
 };
 
 use crate::status::{
-    DropReason, Event, EventKind, HealthState, LATENCY_BINS, PowerMapSnapshot, StatusBoard,
-    StatusSnapshot, hist_quantile_us, latency_bin_edges_us,
+    DropReason, Event, EventKind, HealthState, LATENCY_BINS, PowerMapSnapshot, SourceFault,
+    StatusBoard, StatusSnapshot, latency_bin_edges_us,
 };
 
 use super::params::describe_change;
@@ -204,7 +204,7 @@ pub fn stats(s: &StatusSnapshot, info: &UnitInfo) -> Stats {
             count: s.latency_hist[i],
         });
     }
-    let q = |p| hist_quantile_us(&s.latency_hist, p).unwrap_or(0.0) as f32;
+    let q = |p| s.latency_quantile_us(p).unwrap_or(0.0) as f32;
     Stats {
         frames: s.frames_processed,
         deadline_misses: s.deadline_misses,
@@ -270,12 +270,7 @@ pub fn log_event(id: u64, e: &Event) -> LogEvent {
             WireKind::Fault,
             format!(
                 "source {} after frame {}",
-                match e.b {
-                    1 => "timeout",
-                    2 => "overflow",
-                    3 => "fatal error",
-                    _ => "fault",
-                },
+                SourceFault::from_u64(e.b).map_or("fault", SourceFault::name),
                 e.a
             ),
         ),

@@ -5,10 +5,9 @@
 //! reports (a discrete GPU), else the Jetson sysfs files (`sysfs`): on Orin
 //! NVML ships but reports little. Every value is either present or absent
 //! with the reason ([`Reading`]); no file or library the unit lacks makes
-//! the reader panic. The latest sample is published in a sequence-locked
-//! cell ([`TelemetryCell`]) that the status line and the summary read.
+//! the reader panic. The latest sample is published in a sequence lock
+//! ([`TelemetryCell`]) that the status line and the summary read.
 
-mod cell;
 pub mod nvml;
 pub mod sysfs;
 
@@ -19,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use cell::SeqCell;
+use crate::seqlock::SeqLock;
 
 /// `[telemetry]` in the configuration file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -412,7 +411,7 @@ impl Reading<i64> {
 
 /// The latest sample, published without locks.
 #[derive(Default)]
-pub struct TelemetryCell(SeqCell<WORDS>);
+pub struct TelemetryCell(SeqLock<[u64; WORDS]>);
 
 impl fmt::Debug for TelemetryCell {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -424,11 +423,11 @@ impl fmt::Debug for TelemetryCell {
 
 impl TelemetryCell {
     pub fn publish(&self, s: &Sample) {
-        self.0.store(&encode(s));
+        self.0.write(&encode(s));
     }
     /// The latest sample; None before the first.
     pub fn latest(&self) -> Option<Sample> {
-        self.0.load().map(|w| decode(&w))
+        self.0.read().map(|w| decode(&w))
     }
 }
 

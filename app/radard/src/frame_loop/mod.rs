@@ -4,6 +4,11 @@
 //! that chunk's work without waiting for it. After warm-up it allocates
 //! nothing, takes no lock, and makes no system call but the source's event
 //! wait (`tests/hot_loop_alloc.rs` checks the allocation part).
+//!
+//! `param_queue` is how another thread changes the loop's parameters
+//! between frames.
+
+pub mod param_queue;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -17,13 +22,13 @@ use tegra_p2p::{Frame, FrameSource, SequenceTracker, TxTarget, verify_test_patte
 use thiserror::Error;
 
 use crate::config::{Content, LoopPolicy};
-use crate::diag::live::{LoopSettings, ParamLink};
 use crate::report::{FrameRecord, PayloadCheck, SHOWN_DETECTIONS, ShownDetection};
 use crate::sinks::DetectionFeed;
 use crate::status::{
-    DropReason, EventKind, LATEST_DETECTIONS, MAP_DETECTIONS, PowerMapSnapshot, StatusBoard,
-    StatusSnapshot, latency_bin, pool_power_map,
+    DropReason, EventKind, LATEST_DETECTIONS, MAP_DETECTIONS, PowerMapSnapshot, SourceFault,
+    StatusBoard, StatusSnapshot, latency_bin, pool_power_map,
 };
+use param_queue::{LoopSettings, ParamReceiver};
 
 #[derive(Debug, Error)]
 pub enum LoopError {
@@ -36,8 +41,9 @@ pub enum LoopError {
 #[derive(Clone, Debug)]
 pub struct LoopOptions {
     pub content: Content,
-    /// Deadline per frame (the frame period); None = no deadline accounting.
-    pub deadline: Option<Duration>,
+    /// The frame period: a frame is due one period after its capture
+    /// ended; None = no deadline accounting (frames as fast as they come).
+    pub period: Option<Duration>,
     /// Stop after this many frames (delivered frame events).
     pub max_frames: Option<u64>,
     /// Frames before the loop counts as warm (lazy set-up in backends).
@@ -63,7 +69,7 @@ impl LoopOptions {
     pub fn new(content: Content) -> Self {
         LoopOptions {
             content,
-            deadline: None,
+            period: None,
             max_frames: None,
             warmup_frames: 4,
             print_every: 0,
@@ -183,15 +189,15 @@ pub struct LoopContext<'q, 'a> {
     /// Called once, when the warm-up frames are done.
     pub on_warm: &'a mut dyn FnMut(),
     /// Parameter changes from the diagnostics server, applied between frames.
-    pub params: Option<ParamLink<'q>>,
+    pub params: Option<ParamReceiver<'q>>,
 }
 
 /// The next thing the source has for the loop.
 enum Next<'s> {
     Frame(Frame<'s>),
-    /// A recoverable source condition (b of the SourceFault event: 1
-    /// timeout, 2 overflow); the loop goes on waiting.
-    Fault(u64),
+    /// A recoverable source condition (a timeout or an event overflow);
+    /// the loop goes on waiting.
+    Fault(SourceFault),
 }
 
 /// Waits for the next frame event, the `capture`-th since the start. Chunk
@@ -213,8 +219,10 @@ fn next_frame<'s, 'b>(
     loop {
         let ev = match src.next_event(None) {
             Ok(ev) => ev,
-            Err(tegra_p2p::Error::Timeout { .. }) => return Ok(Next::Fault(1)),
-            Err(tegra_p2p::Error::Overflow { .. }) => return Ok(Next::Fault(2)),
+            Err(tegra_p2p::Error::Timeout { .. }) => return Ok(Next::Fault(SourceFault::Timeout)),
+            Err(tegra_p2p::Error::Overflow { .. }) => {
+                return Ok(Next::Fault(SourceFault::Overflow));
+            }
             Err(e) => return Err(e.into()),
         };
         match ev {
@@ -263,7 +271,7 @@ pub fn run(
 ) -> Result<LoopEnd, LoopError> {
     let chunk_bytes = src.chunk_bytes();
     let slot_bytes = src.ring().slot_bytes();
-    let period_ns = opts.deadline.map_or(0, |d| d.as_nanos() as u64);
+    let period_ns = opts.period.map_or(0, |d| d.as_nanos() as u64);
     let board = ctx.board;
     let mut count: u64 = 0;
     let mut sequence = SequenceTracker::new();
@@ -302,18 +310,22 @@ pub fn run(
         );
         let frame = match next {
             Ok(Next::Frame(f)) => f,
-            Ok(Next::Fault(kind)) => {
-                if kind == 1 {
+            Ok(Next::Fault(fault)) => {
+                if fault == SourceFault::Timeout {
                     snap.source_timeouts += 1;
                 }
                 snap.consecutive_good = 0;
-                board.post(EventKind::SourceFault, snap.latest.sequence, kind);
+                board.post(EventKind::SourceFault, snap.latest.sequence, fault as u64);
                 snap.generation += 1;
                 board.publish(&snap);
                 continue;
             }
             Err(e) => {
-                board.post(EventKind::SourceFault, snap.latest.sequence, 3);
+                board.post(
+                    EventKind::SourceFault,
+                    snap.latest.sequence,
+                    SourceFault::Fatal as u64,
+                );
                 board.post(EventKind::Stop, snap.frames_processed, 0);
                 snap.generation += 1;
                 board.publish(&snap);
@@ -543,7 +555,7 @@ pub fn run(
         let print =
             settings.print_every > 0 && count.is_multiple_of(u64::from(settings.print_every));
         if (print || failed) && ctx.log.enqueue(rec).is_err() {
-            snap.log_records_lost += 1;
+            snap.frame_lines_lost += 1;
         }
         snap.generation += 1;
         board.publish(&snap);

@@ -1,6 +1,8 @@
-//! Parameter changes from the diagnostics server to the frame loop: a
-//! bounded lock-free queue each way. The server validates a change and
-//! does the slow part (the CFAR scale factors) on its own thread; the loop
+//! The loop's parameter queue: changes to what the loop does (the CFAR
+//! Pfa, the console's frame lines) come in from another thread (the
+//! diagnostics server) through a bounded lock-free queue, and the loop's
+//! answers go back through another. The sender validates a change and does
+//! the slow part (the CFAR scale factors) on its own thread; the loop
 //! applies what is queued between two frames and answers. A change carries
 //! its table in a buffer the loop hands back with the answer, so the loop
 //! neither allocates nor frees.
@@ -16,7 +18,7 @@ pub type ReplyQueue = Queue<ParamReply, PARAM_QUEUE>;
 
 /// A parameter the loop applies.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum LiveParam {
+pub enum LoopParam {
     /// A new Pfa; the change's `alpha` holds its scale factors.
     CfarPfa(f64),
     /// The console's frame lines on or off.
@@ -25,17 +27,17 @@ pub enum LiveParam {
 
 #[derive(Debug)]
 pub struct ParamChange {
-    /// The server's number for this change (echoed in the reply).
+    /// The sender's number for this change (echoed in the reply).
     pub id: u64,
-    pub param: LiveParam,
-    /// CFAR scale factors per range bin for [`LiveParam::CfarPfa`].
+    pub param: LoopParam,
+    /// CFAR scale factors per range bin for [`LoopParam::CfarPfa`].
     pub alpha: Option<Box<[f64]>>,
 }
 
 #[derive(Debug)]
 pub struct ParamReply {
     pub id: u64,
-    pub param: LiveParam,
+    pub param: LoopParam,
     /// Frames the loop had finished when it applied the change.
     pub at_frame: u64,
     /// None when applied; else why not (the backend refused the table).
@@ -44,31 +46,31 @@ pub struct ParamReply {
     pub alpha: Option<Box<[f64]>>,
 }
 
-/// The loop's ends of the two queues.
-pub struct ParamLink<'q> {
+/// The loop's ends of the two queues: changes in, answers out.
+pub struct ParamReceiver<'q> {
     pub changes: Consumer<'q, ParamChange>,
     pub replies: Producer<'q, ParamReply>,
 }
 
-/// The server's ends.
-pub struct ServerLink<'q> {
+/// The sender's ends (the diagnostics server's): changes out, answers in.
+pub struct ParamSender<'q> {
     pub changes: Producer<'q, ParamChange>,
     pub replies: Consumer<'q, ParamReply>,
 }
 
-/// Splits the two queues into the loop's and the server's ends.
+/// Splits the two queues into the loop's and the sender's ends.
 pub fn split<'q>(
     changes: &'q mut ChangeQueue,
     replies: &'q mut ReplyQueue,
-) -> (ParamLink<'q>, ServerLink<'q>) {
+) -> (ParamReceiver<'q>, ParamSender<'q>) {
     let (cp, cc) = changes.split();
     let (rp, rc) = replies.split();
     (
-        ParamLink {
+        ParamReceiver {
             changes: cc,
             replies: rp,
         },
-        ServerLink {
+        ParamSender {
             changes: cp,
             replies: rc,
         },
@@ -82,7 +84,7 @@ pub struct LoopSettings {
     pub print_every_on: u32,
 }
 
-impl ParamLink<'_> {
+impl ParamReceiver<'_> {
     /// Applies every queued change (called by the loop between frames).
     /// Only waits for nothing: a full reply queue cannot happen, as the
     /// server never has more changes in flight than the queue holds.
@@ -95,7 +97,7 @@ impl ParamLink<'_> {
         let mut backend = backend;
         while let Some(change) = self.changes.dequeue() {
             let refused = match change.param {
-                LiveParam::CfarPfa(_) => match (backend.as_deref_mut(), change.alpha.as_deref()) {
+                LoopParam::CfarPfa(_) => match (backend.as_deref_mut(), change.alpha.as_deref()) {
                     (Some(b), Some(alpha)) => b
                         .set_cfar_alpha(alpha)
                         .err()
@@ -103,7 +105,7 @@ impl ParamLink<'_> {
                     (None, _) => Some("no processing chain runs (test-pattern content)"),
                     (_, None) => Some("no CFAR table came with the change"),
                 },
-                LiveParam::ConsoleSink(on) => {
+                LoopParam::ConsoleSink(on) => {
                     settings.print_every = if on {
                         settings.print_every_on.max(1)
                     } else {
