@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::Parser;
 use radar_dsp::Detections;
 use radard::config::{Content, LoopPolicy, RadardConfig, ReplayRate, SinkConfig, SourceKind};
-use radard::diag::{self, params::Params, view::UnitInfo};
+use radard::diag::{self, answers::UnitInfo, params::Params};
 use radard::frame_loop::param_queue as live;
 use radard::frame_loop::{self, FpgaSink, LatencyLog, LoopContext, LoopEnd, LoopOptions};
 use radard::report::{LogQueue, run_printer};
@@ -675,7 +675,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
             let params = Params::new(cfg.chain_config(), cfg.output.print_every > 0);
             let done = &done;
             let cell = telemetry_cell.clone();
-            let gpu: diag::view::GpuReader =
+            let gpu: diag::answers::GpuReader =
                 Box::new(move || cell.latest().and_then(|t| t.gpu_telemetry()));
             scope.spawn(move || {
                 rt::normal_thread();

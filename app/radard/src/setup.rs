@@ -13,7 +13,9 @@ use tegra_p2p::{
 };
 use thiserror::Error;
 
-use crate::config::{Content, RadardConfig, SourceKind};
+use crate::config::{Content, RadardConfig, ReplayRate, SourceKind};
+use crate::recording::{Recording, sidecar_path};
+use crate::replay::ReplaySource;
 
 #[derive(Debug, Error)]
 pub enum SetupError {
@@ -32,7 +34,7 @@ pub enum Source {
     Sim(SimSource),
     Kmod(KmodSource),
     /// A recorded frame file (`radard replay`).
-    Replay(crate::replay::ReplaySource),
+    Replay(ReplaySource),
 }
 
 impl Source {
@@ -76,7 +78,7 @@ pub fn open_source(cfg: &RadardConfig) -> Result<(Source, Vec<String>), SetupErr
             Source::Kmod(KmodSource::open(cfg.source.device, ring, g.chunk_bytes())?)
         }
         SourceKind::Replay => {
-            let (replay, note) = crate::replay::open(cfg, ring)?;
+            let (replay, note) = open_replay(cfg, ring)?;
             notes.push(note);
             Source::Replay(replay)
         }
@@ -88,6 +90,47 @@ pub fn open_source(cfg: &RadardConfig) -> Result<(Source, Vec<String>), SetupErr
         g.chunk_bytes() >> 10
     ));
     Ok((source, notes))
+}
+
+/// Opens `source.replay_file` for the configured geometry; the note says
+/// what the start-up log should (metadata synthesised for raw frames).
+pub fn open_replay(
+    cfg: &RadardConfig,
+    ring: RingMemory,
+) -> Result<(ReplaySource, String), SetupError> {
+    let path = cfg
+        .source
+        .replay_file
+        .as_deref()
+        .ok_or_else(|| SetupError::Other("source.replay_file: not set".to_string()))?;
+    let recording = Recording::open(path, &cfg.geometry)?;
+    let period = match cfg.source.replay_rate {
+        ReplayRate::Period => cfg.frame_period(),
+        ReplayRate::Max => None,
+    };
+    let note = if recording.synthesized {
+        format!(
+            "replay: {}: {} frames, no sidecar ({} missing): raw frames (e.g. radar-dsp scene); \
+             metadata synthesised: sequence = frame index, no drops or flags, CRC computed on read",
+            path.display(),
+            recording.frames,
+            sidecar_path(path).display()
+        )
+    } else {
+        format!(
+            "replay: {}: {} frames recorded from {} (sidecar {}), {}",
+            path.display(),
+            recording.frames,
+            recording.header.as_ref().map_or("?", |h| h.source.as_str()),
+            sidecar_path(path).display(),
+            period.map_or("as fast as the loop goes".to_string(), |p| format!(
+                "one frame per {:.1} ms",
+                p.as_secs_f64() * 1e3
+            ))
+        )
+    };
+    let replay = ReplaySource::new(recording, ring, cfg.geometry.chunk_bytes(), period)?;
+    Ok((replay, note))
 }
 
 /// The simulator's configuration: chunk size and the `[simulator]` faults.

@@ -21,8 +21,8 @@ use diag_proto::*;
 use postcard_rpc::header::{VarHeader, VarKey, VarSeq};
 use radar_dsp::ChainConfig;
 use radard::diag::Server;
+use radard::diag::answers::UnitInfo;
 use radard::diag::params::Params;
-use radard::diag::view::UnitInfo;
 use radard::status::{EventKind, StatusBoard};
 
 struct Rng(u64);

@@ -8,9 +8,9 @@ use diag_proto::{Health, LogRequest, ParamError, ParamValue};
 
 use crate::status::{LATENCY_BINS, latency_bin_edges_us};
 
+use super::answers;
 use super::params::Params;
-use super::server::Core;
-use super::view;
+use super::state::LinkState;
 
 pub const PROMPT: &str = "radar:/> ";
 
@@ -28,7 +28,7 @@ no mode switch is needed: a line of printable text is a command, a frame
 (second byte 0x80 or above, ended by a 0 byte) is a request.";
 
 /// The answer to one line, starting on a new line, ending with Done/Error.
-pub fn answer(core: &mut Core<'_>, line: &str) -> String {
+pub fn answer(core: &mut LinkState<'_>, line: &str) -> String {
     let mut out = String::from("\r\n");
     let mut words = line.split_whitespace();
     let Some(cmd) = words.next() else {
@@ -62,8 +62,8 @@ pub fn answer(core: &mut Core<'_>, line: &str) -> String {
     out.replace("\r\n", "\n").replace('\n', "\r\n")
 }
 
-fn version(core: &mut Core<'_>, out: &mut String) -> Result<(), String> {
-    let id = view::identity(&core.board, &core.info);
+fn version(core: &mut LinkState<'_>, out: &mut String) -> Result<(), String> {
+    let id = answers::identity(&core.board, &core.info);
     let _ = writeln!(out, "radard {}  protocol {}", id.radard, id.protocol);
     let _ = writeln!(out, "kernel module {}  FPGA {}", id.kmod, id.fpga);
     let _ = writeln!(
@@ -84,7 +84,7 @@ fn health_name(h: Health) -> &'static str {
     }
 }
 
-fn status(core: &mut Core<'_>, out: &mut String) -> Result<(), String> {
+fn status(core: &mut LinkState<'_>, out: &mut String) -> Result<(), String> {
     let s = core.status();
     let _ = writeln!(
         out,
@@ -139,9 +139,9 @@ fn status(core: &mut Core<'_>, out: &mut String) -> Result<(), String> {
     Ok(())
 }
 
-fn stats(core: &mut Core<'_>, out: &mut String) -> Result<(), String> {
+fn stats(core: &mut LinkState<'_>, out: &mut String) -> Result<(), String> {
     let snap = core.snapshot();
-    let s = view::stats(&snap, &core.info);
+    let s = answers::stats(&snap, &core.info);
     let _ = writeln!(
         out,
         "frames {}  deadline misses {}{}",
@@ -175,7 +175,7 @@ fn stats(core: &mut Core<'_>, out: &mut String) -> Result<(), String> {
     Ok(())
 }
 
-fn log(core: &mut Core<'_>, args: &[&str], out: &mut String) -> Result<(), String> {
+fn log(core: &mut LinkState<'_>, args: &[&str], out: &mut String) -> Result<(), String> {
     let n: u64 = match args.first() {
         None => 10,
         Some(a) => a
@@ -210,7 +210,7 @@ fn log(core: &mut Core<'_>, args: &[&str], out: &mut String) -> Result<(), Strin
     Ok(())
 }
 
-fn get(core: &mut Core<'_>, args: &[&str], out: &mut String) -> Result<(), String> {
+fn get(core: &mut LinkState<'_>, args: &[&str], out: &mut String) -> Result<(), String> {
     let names: Vec<&str> = match args.first() {
         Some(n) => vec![n],
         None => Params::names().to_vec(),
@@ -241,7 +241,7 @@ fn get(core: &mut Core<'_>, args: &[&str], out: &mut String) -> Result<(), Strin
     Ok(())
 }
 
-fn set(core: &mut Core<'_>, args: &[&str], out: &mut String) -> Result<(), String> {
+fn set(core: &mut LinkState<'_>, args: &[&str], out: &mut String) -> Result<(), String> {
     let [name, value] = args else {
         return Err("usage: set NAME VALUE".into());
     };

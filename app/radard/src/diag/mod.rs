@@ -2,17 +2,20 @@
 //! (`[diag] port`, `baud`) speaking the `diag-proto` protocol (postcard-rpc
 //! frames) and a plain-text console on the same link. It reads only the
 //! loop's lock-free status board; parameter changes reach the loop through
-//! a bounded lock-free queue (`live`) and are applied between frames. The
-//! loop never waits on it.
+//! the loop's bounded lock-free parameter queue
+//! (`frame_loop::param_queue`) and are applied between frames. The loop
+//! never waits on it.
 //!
 //! `server` is the protocol logic (bytes in, bytes out), `console` the text
-//! commands, `params` the parameter table, `view` the answers built from
-//! the board, `live` the queues to the loop; this file the serial port.
+//! commands, `state` what both keep over one link, `params` the parameter
+//! table, `answers` the answers built from the board; this file the serial
+//! port.
 
+pub mod answers;
 pub mod console;
 pub mod params;
 pub mod server;
-pub mod view;
+pub mod state;
 
 use std::io::Read;
 use std::path::PathBuf;

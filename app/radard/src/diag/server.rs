@@ -15,48 +15,21 @@ use postcard_rpc::standard_icd::{GetAllSchemaDataTopic, SchemaTotals};
 use postcard_rpc::{Key, TopicDirection};
 use serde::Serialize;
 
-use crate::status::{Event, StatusBoard, StatusSnapshot};
+use crate::frame_loop::param_queue::ParamSender;
+use crate::status::StatusBoard;
 
+use super::answers::{self, GpuReader, UnitInfo};
 use super::console;
 use super::params::Params;
-use super::view::{self, GpuReader, HealthJudge, HeldMap, UnitInfo};
-use crate::frame_loop::param_queue::{PARAM_QUEUE, ParamChange, ParamSender};
+use super::state::{LinkCounters, LinkState};
 
-/// How long a `set` waits for the loop to apply it.
-pub const APPLY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Shortest period of a topic push.
 pub const MIN_PUSH_PERIOD_MS: u32 = 100;
 
 /// The server's state over one link.
 pub struct Server<'q> {
     decoder: LinkDecoder<MAX_WIRE_FRAME>,
-    core: Core<'q>,
-}
-
-/// Everything but the decoder (so the decoder's events can borrow it).
-pub struct Core<'q> {
-    pub(super) board: Arc<StatusBoard>,
-    pub(super) info: UnitInfo,
-    pub(super) params: Params,
-    link: Option<ParamSender<'q>>,
-    gpu: Option<GpuReader>,
-    in_flight: usize,
-    next_change: u64,
-    pub(super) judge: HealthJudge,
-    held: Option<HeldMap>,
-    subscribe: Subscribe,
-    next_status: Instant,
-    next_telemetry: Instant,
-    topic_seq: u32,
-    /// Counters of what came in (for tests and `stats` of the link).
-    pub counters: LinkCounters,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LinkCounters {
-    pub frames: u64,
-    pub bad_frames: u64,
-    pub lines: u64,
+    state: LinkState<'q>,
 }
 
 impl<'q> Server<'q> {
@@ -67,57 +40,40 @@ impl<'q> Server<'q> {
         link: Option<ParamSender<'q>>,
         gpu: Option<GpuReader>,
     ) -> Self {
-        let now = Instant::now();
         Server {
             decoder: LinkDecoder::new(),
-            core: Core {
-                board,
-                info,
-                params,
-                link,
-                gpu,
-                in_flight: 0,
-                next_change: 1,
-                judge: HealthJudge::default(),
-                held: None,
-                subscribe: Subscribe {
-                    status_period_ms: 0,
-                    telemetry_period_ms: 0,
-                },
-                next_status: now,
-                next_telemetry: now,
-                topic_seq: 0,
-                counters: LinkCounters::default(),
-            },
+            state: LinkState::new(board, info, params, link, gpu),
         }
     }
 
     pub fn counters(&self) -> LinkCounters {
-        self.core.counters
+        self.state.counters
     }
 
     /// Bytes from the link; answers go to `out`.
     pub fn on_bytes(&mut self, bytes: &[u8], out: &mut dyn Write) {
-        let Server { decoder, core } = self;
+        let Server { decoder, state } = self;
         for &b in bytes {
-            decoder.push(b, &mut |ev| core.on_event(ev, out));
+            decoder.push(b, &mut |ev| state.on_event(ev, out));
         }
     }
 
     /// The link has been quiet for a while.
     pub fn on_idle(&mut self, out: &mut dyn Write) {
-        let Server { decoder, core } = self;
-        decoder.idle(&mut |ev| core.on_event(ev, out));
+        let Server { decoder, state } = self;
+        decoder.idle(&mut |ev| state.on_event(ev, out));
     }
 
     /// Periodic work: topic pushes, late answers of the loop.
     pub fn tick(&mut self, now: Instant, out: &mut dyn Write) {
-        self.core.collect_replies();
-        self.core.push_topics(now, out);
+        self.state.collect_replies();
+        self.state.push_topics(now, out);
     }
 }
 
-impl Core<'_> {
+/// The protocol's dispatch: link events and requests answered from the
+/// link's state.
+impl LinkState<'_> {
     fn on_event(&mut self, ev: LinkEvent<'_>, out: &mut dyn Write) {
         match ev {
             LinkEvent::Frame(f) => {
@@ -206,7 +162,7 @@ impl Core<'_> {
                     IdentityEndpoint::RESP_KEY,
                     seq,
                     k,
-                    &view::identity(&self.board, &self.info),
+                    &answers::identity(&self.board, &self.info),
                 );
             }
             Request::Status => {
@@ -220,7 +176,7 @@ impl Core<'_> {
                     StatsEndpoint::RESP_KEY,
                     seq,
                     k,
-                    &view::stats(&s, &self.info),
+                    &answers::stats(&s, &self.info),
                 );
             }
             Request::Log(r) => {
@@ -256,8 +212,8 @@ impl Core<'_> {
                 send(out, SnapshotInfoEndpoint::RESP_KEY, seq, k, &r);
             }
             Request::SnapshotPiece(p) => {
-                let r = match &self.held {
-                    Some(h) => view::piece(h, p.generation, p.index),
+                let r = match self.held_map() {
+                    Some(h) => answers::piece(h, p.generation, p.index),
                     None => Err(SnapshotError::Gone),
                 };
                 send(out, SnapshotPieceEndpoint::RESP_KEY, seq, k, &r);
@@ -372,126 +328,6 @@ impl Core<'_> {
         send(out, GetAllSchemasEndpoint::RESP_KEY, seq, k, &totals);
     }
 
-    pub(super) fn status(&mut self) -> Status {
-        let s = self.board.snapshot();
-        let health = self.judge.judge(&s, Instant::now());
-        let gpu = self.gpu.as_ref().and_then(|g| g());
-        view::status(&s, &self.board, &self.info, health, gpu)
-    }
-
-    pub(super) fn snapshot(&self) -> StatusSnapshot {
-        self.board.snapshot()
-    }
-
-    pub(super) fn gpu(&self) -> Option<GpuTelemetry> {
-        self.gpu.as_ref().and_then(|g| g())
-    }
-
-    pub(super) fn log_page(&self, r: LogRequest) -> LogPage {
-        let mut events = [Event::default(); 8];
-        let max = usize::from(r.max).clamp(1, events.len());
-        let head = self.board.events_cursor();
-        let oldest = head.saturating_sub(crate::status::EVENT_CAPACITY as u64);
-        // A cursor beyond the newest event asks where the log ends.
-        let from = r.from.clamp(oldest, head);
-        let (n, next) = self.board.events_since(from, &mut events[..max]);
-        let mut page = LogPage {
-            events: List::new(),
-            next,
-            lost: oldest.saturating_sub(r.from),
-        };
-        // The board skips overwritten events: number them from where they are.
-        let first = next - n as u64;
-        for (i, e) in events[..n].iter().enumerate() {
-            page.events.push(view::log_event(first + i as u64, e));
-        }
-        page
-    }
-
-    fn hold_snapshot(&mut self) -> Result<&HeldMap, SnapshotError> {
-        let map = self.board.power_map().ok_or(SnapshotError::NoMap)?;
-        if map.generation == 0 || map.rows == 0 || map.cols == 0 {
-            return Err(SnapshotError::NoMap);
-        }
-        Ok(&*self.held.insert(view::hold_map(&map)))
-    }
-
-    /// Validates, queues for the loop, waits for its answer (up to
-    /// [`APPLY_TIMEOUT`]), logs it.
-    pub(super) fn set_param(
-        &mut self,
-        name: &str,
-        value: ParamValue,
-    ) -> Result<Applied, ParamError> {
-        let v = self.params.validate(name, value)?;
-        self.collect_replies();
-        let not_applied = |why: &str| ParamError::NotApplied {
-            reason: Note::truncate_from(why),
-        };
-        let Some(link) = self.link.as_mut() else {
-            return Err(not_applied("the frame loop is not running"));
-        };
-        if self.in_flight >= PARAM_QUEUE - 1 {
-            return Err(not_applied(
-                "earlier changes are still waiting for the loop",
-            ));
-        }
-        let id = self.next_change;
-        self.next_change += 1;
-        if link
-            .changes
-            .enqueue(ParamChange {
-                id,
-                param: v.param,
-                alpha: v.alpha,
-            })
-            .is_err()
-        {
-            return Err(not_applied("the change queue is full"));
-        }
-        self.in_flight += 1;
-        let deadline = Instant::now() + APPLY_TIMEOUT;
-        loop {
-            if let Some(r) = self.collect_replies_until(id) {
-                return r;
-            }
-            if Instant::now() >= deadline {
-                return Err(not_applied(
-                    "the frame loop did not take it within 2 s (queued; it applies when frames flow)",
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    fn collect_replies(&mut self) {
-        let _ = self.collect_replies_until(0);
-    }
-
-    /// Takes the loop's answers (logging each); returns the one for `id`.
-    fn collect_replies_until(&mut self, id: u64) -> Option<Result<Applied, ParamError>> {
-        let mut found = None;
-        while let Some(reply) = self.link.as_mut().and_then(|l| l.replies.dequeue()) {
-            self.in_flight = self.in_flight.saturating_sub(1);
-            // reply.alpha (the table buffer) is freed here, off the loop.
-            let result = match reply.refused {
-                None => {
-                    let (applied, pid, value) = self.params.applied(reply.param, reply.at_frame);
-                    self.board
-                        .post(crate::status::EventKind::ParameterChange, pid, value);
-                    Ok(applied)
-                }
-                Some(why) => Err(ParamError::NotApplied {
-                    reason: Note::truncate_from(why),
-                }),
-            };
-            if reply.id == id {
-                found = Some(result);
-            }
-        }
-        found
-    }
-
     fn push_topics(&mut self, now: Instant, out: &mut dyn Write) {
         let sub = self.subscribe;
         if sub.status_period_ms > 0 && now >= self.next_status {
@@ -509,7 +345,7 @@ impl Core<'_> {
         if sub.telemetry_period_ms > 0 && now >= self.next_telemetry {
             self.next_telemetry = now + Duration::from_millis(u64::from(sub.telemetry_period_ms));
             let s = self.board.snapshot();
-            let t = view::telemetry(&s, &self.board, &self.info, self.gpu());
+            let t = answers::telemetry(&s, &self.board, &self.info, self.gpu());
             self.topic_seq = self.topic_seq.wrapping_add(1);
             send(
                 out,

@@ -454,6 +454,17 @@ mod tests {
         writer.join().expect("writer");
     }
 
+    #[test]
+    fn the_power_map_is_published_whole() {
+        let board = StatusBoard::new();
+        assert!(board.power_map().is_none());
+        let mut m = PowerMapSnapshot::default();
+        pool_power_map(&[1.0; 16 * 16], 16, 16, 0.5, 0.1, &mut m);
+        m.generation = 1;
+        board.publish_power_map(&m);
+        assert_eq!(board.power_map(), Some(m));
+    }
+
     /// A histogram's percentile never exceeds the largest latency seen:
     /// frames of 22.0 to 22.493 ms all fall in the bin [16.384, 23.170) ms,
     /// whose upper edge is above every one of them.

@@ -10,7 +10,7 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::error::NvmlError;
 
-use super::{Absent, Reader, Reading, Sample, SourceName};
+use super::sample::{Absent, Reader, Reading, Sample, SourceName};
 
 const LIB: &CStr = c"libnvidia-ml.so.1";
 

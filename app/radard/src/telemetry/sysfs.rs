@@ -15,7 +15,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{Absent, Governor, Reader, Reading, Sample, SourceName};
+use super::sample::{Absent, Governor, Reader, Reading, Sample, SourceName};
 
 /// Device-tree names of Tegra integrated GPUs (Orin's first).
 const GPU_OF_NAMES: [&str; 3] = ["ga10b", "gv11b", "gp10b"];

@@ -1,5 +1,6 @@
-//! What the server answers, built from the loop's lock-free status board
-//! (and nothing else of the loop's).
+//! The answers of the diagnostics link (identity, status, statistics,
+//! telemetry, log events, the power map's pieces), built from the loop's
+//! lock-free status board and nothing else of the loop's.
 
 use std::time::Instant;
 
