@@ -27,9 +27,10 @@
 
 use std::time::Instant;
 
+use radar_dsp::BackendKind;
 use radar_dsp::SlotFrame;
 use radar_dsp::bench::LatencyStats;
-use radar_dsp::cuda::CudaBackend;
+use radar_dsp::cuda::{CudaBackend, GpuWait};
 use radar_dsp::{Detections, FrameInput};
 use radard::RadardConfig;
 use radard::rt::{self, RtConfig, RtReport};
@@ -57,7 +58,7 @@ struct Case {
     period_ms: f64,
     /// Chunk events asked of the source.
     chunk_events: bool,
-    gpu_wait: Option<&'static str>,
+    gpu_wait: Option<GpuWait>,
 }
 
 /// CPU microseconds per frame, by part (see the module comment).
@@ -176,13 +177,12 @@ fn config_for(case: &Case) -> RadardConfig {
     let chunks = cfg.geometry.chunks_per_frame as f64;
     cfg.source.chunk_period_ns = Some((case.period_ms * 1e6 / chunks).round() as u64);
     cfg.backend.kind = if case.work == Work::SourceOnly {
-        "cpu"
+        BackendKind::Cpu
     } else {
-        "cuda"
-    }
-    .into();
+        BackendKind::Cuda
+    };
     cfg.backend.stream_chunks = case.work == Work::ChunkStreamed;
-    cfg.backend.gpu_wait = case.gpu_wait.unwrap_or("spin").into();
+    cfg.backend.gpu_wait = case.gpu_wait.unwrap_or_default();
     cfg
 }
 
@@ -325,7 +325,7 @@ fn run_launch_and_wait(
     cpu: Option<usize>,
 ) -> Result<CaseResult, String> {
     let cfg = config_for(case);
-    let opts = cfg.cuda_options().map_err(|e| e.to_string())?;
+    let opts = cfg.cuda_options();
     let mut backend = CudaBackend::with_options(&cfg.chain_config(), &opts)
         .map_err(|e| format!("skipped: no CUDA ({e})"))?;
     let scene = setup::builtin_scene();
@@ -385,6 +385,9 @@ fn run_launch_and_wait(
     })
 }
 
+/// The GPU waits the CUDA cases run with, and their names.
+const WAITS: [(GpuWait, &str); 2] = [(GpuWait::Spin, "spin"), (GpuWait::Block, "block")];
+
 fn cases(only_cpu: bool) -> Vec<Case> {
     let chunks = RadardConfig::default().geometry.chunks_per_frame;
     let mut v = Vec::new();
@@ -407,10 +410,10 @@ fn cases(only_cpu: bool) -> Vec<Case> {
     }
     for period_ms in [8.0, 1.0] {
         for (work, chunk_events) in [(Work::WholeFrames, false), (Work::ChunkStreamed, true)] {
-            for wait in ["spin", "block"] {
+            for (wait, wait_name) in WAITS {
                 v.push(Case {
                     name: format!(
-                        "{}, {wait}, {period_ms} ms",
+                        "{}, {wait_name}, {period_ms} ms",
                         if work == Work::WholeFrames {
                             "whole frames"
                         } else {
@@ -424,9 +427,9 @@ fn cases(only_cpu: bool) -> Vec<Case> {
                 });
             }
         }
-        for wait in ["spin", "block"] {
+        for (wait, wait_name) in WAITS {
             v.push(Case {
-                name: format!("one launch + one wait (resident), {wait}, {period_ms} ms"),
+                name: format!("one launch + one wait (resident), {wait_name}, {period_ms} ms"),
                 work: Work::LaunchAndWait,
                 period_ms,
                 chunk_events: false,

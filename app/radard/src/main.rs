@@ -51,7 +51,7 @@ struct Cli {
     device: Option<u32>,
     /// Processing backend: auto, cuda or cpu.
     #[arg(long, global = true)]
-    backend: Option<String>,
+    backend: Option<radar_dsp::BackendKind>,
     /// Process whole frames only: no chunk events, no chunk-streamed work
     /// (backend.stream_chunks = false).
     #[arg(long, global = true)]
@@ -77,7 +77,7 @@ struct Cli {
     sinks: Vec<String>,
     /// Falling behind: process-all or skip-to-newest ([loop] policy).
     #[arg(long, global = true)]
-    policy: Option<String>,
+    policy: Option<LoopPolicy>,
     /// Where the health verdict goes (health.state_file).
     #[arg(long, global = true)]
     health_file: Option<PathBuf>,
@@ -281,8 +281,8 @@ fn load_config(cli: &Cli) -> Result<RadardConfig, String> {
     if let Some(d) = cli.device {
         cfg.source.device = d;
     }
-    if let Some(b) = &cli.backend {
-        cfg.backend.kind = b.clone();
+    if let Some(b) = cli.backend {
+        cfg.backend.kind = b;
     }
     if cli.whole_frames {
         cfg.backend.stream_chunks = false;
@@ -310,18 +310,11 @@ fn load_config(cli: &Cli) -> Result<RadardConfig, String> {
         cfg.diag.port = Some(p.clone());
     }
     for a in &cli.sinks {
-        cfg.sinks.push(SinkConfig::from_arg(a)?);
+        cfg.sinks
+            .push(SinkConfig::from_arg(a).map_err(|e| e.to_string())?);
     }
-    if let Some(p) = &cli.policy {
-        cfg.frame_loop.policy = match p.as_str() {
-            "process-all" => LoopPolicy::ProcessAll,
-            "skip-to-newest" => LoopPolicy::SkipToNewest,
-            _ => {
-                return Err(format!(
-                    "--policy {p:?}: expected process-all or skip-to-newest"
-                ));
-            }
-        };
+    if let Some(p) = cli.policy {
+        cfg.frame_loop.policy = p;
     }
     if let Some(p) = &cli.health_file {
         cfg.health.state_file = p.clone();
@@ -493,7 +486,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         setup::Source::Replay(r) => Some(cli.frames.map_or(r.frames(), |n| n.min(r.frames()))),
         _ => cli.frames,
     };
-    let fpga_index = cfg.sinks.iter().position(|k| k.kind == "fpga");
+    let fpga_index = cfg.fpga_sink_index();
     if fpga_index.is_some() {
         setup::attach_fpga_tx(&mut source, fpga_record_bytes(cfg.chain.max_detections))
             .map_err(|e| format!("sink fpga: {e}"))?;

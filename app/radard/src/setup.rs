@@ -284,13 +284,8 @@ pub fn open_backend(
     cfg: &RadardConfig,
     source: &Source,
 ) -> Result<(SelectedBackend, bool), SetupError> {
-    let mut sel = select_backend_with_options(
-        cfg.backend_kind()
-            .map_err(|e| SetupError::Other(e.to_string()))?,
-        &cfg.chain_config(),
-        &cfg.cuda_options()
-            .map_err(|e| SetupError::Other(e.to_string()))?,
-    )?;
+    let mut sel =
+        select_backend_with_options(cfg.backend.kind, &cfg.chain_config(), &cfg.cuda_options())?;
     let ring = source.as_dyn().ring();
     let slots: Vec<SlotAddr> = (0..ring.nr_slots())
         .map(|s| SlotAddr {

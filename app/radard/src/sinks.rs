@@ -389,17 +389,21 @@ pub fn create_sinks(sinks: &[SinkConfig]) -> Result<Vec<Sink>, SinkError> {
     let mut out = Vec::with_capacity(sinks.len());
     for (i, s) in sinks.iter().enumerate() {
         let key = |k: &str| format!("sink[{i}].{k}");
-        let sink = match (s.kind.as_str(), &s.path, &s.address) {
-            ("jsonl", Some(path), _) => Sink::Threaded {
+        let sink = match s {
+            SinkConfig::Jsonl {
+                path,
+                rotate_bytes,
+                keep,
+            } => Sink::Threaded {
                 name: format!("jsonl {}", path.display()),
                 target: SinkTarget::Jsonl(JsonlFile::open(
                     path,
                     &key("path"),
-                    s.rotate_bytes.unwrap_or(DEFAULT_ROTATE_BYTES),
-                    s.keep.unwrap_or(DEFAULT_KEEP),
+                    rotate_bytes.unwrap_or(DEFAULT_ROTATE_BYTES),
+                    keep.unwrap_or(DEFAULT_KEEP),
                 )?),
             },
-            ("udp", _, Some(addr)) => {
+            SinkConfig::Udp { address: addr } => {
                 let create = |reason: String| SinkError::Create {
                     key: key("address"),
                     reason,
@@ -421,16 +425,7 @@ pub fn create_sinks(sinks: &[SinkConfig]) -> Result<Vec<Sink>, SinkError> {
                     target: SinkTarget::Udp(sock),
                 }
             }
-            ("fpga", _, _) => Sink::Fpga,
-            (k, _, _) => {
-                return Err(SinkError::Create {
-                    key: key("kind"),
-                    reason: format!(
-                        "unknown or incomplete sink {k:?} ({})",
-                        crate::config::SINK_KINDS
-                    ),
-                });
-            }
+            SinkConfig::Fpga => Sink::Fpga,
         };
         out.push(sink);
     }
@@ -598,21 +593,15 @@ mod tests {
 
     #[test]
     fn sinks_that_cannot_be_created_name_the_key() {
-        let bad = SinkConfig {
-            kind: "jsonl".into(),
-            path: Some("/proc/no/such/dir/d.jsonl".into()),
-            ..SinkConfig::default()
+        let bad = SinkConfig::Jsonl {
+            path: "/proc/no/such/dir/d.jsonl".into(),
+            rotate_bytes: None,
+            keep: None,
         };
-        let err = create_sinks(&[
-            SinkConfig {
-                kind: "fpga".into(),
-                ..SinkConfig::default()
-            },
-            bad,
-        ])
-        .err()
-        .expect("refused")
-        .to_string();
+        let err = create_sinks(&[SinkConfig::Fpga, bad])
+            .err()
+            .expect("refused")
+            .to_string();
         assert!(
             err.contains("sink[1].path") && err.contains("/proc/no/such/dir"),
             "{err}"

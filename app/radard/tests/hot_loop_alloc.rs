@@ -15,7 +15,7 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use radar_dsp::Detections;
+use radar_dsp::{BackendKind, Detections};
 use radard::config::{Content, RadardConfig};
 use radard::frame_loop::{self, FpgaSink, LatencyLog, LoopContext, LoopEnd, LoopOptions};
 use radard::report::LogQueue;
@@ -103,7 +103,7 @@ lock_memory = false
 /// One run of the loop.
 struct Case {
     content: Content,
-    backend: &'static str,
+    backend: BackendKind,
     /// Ask the source for chunk events (whatever the backend does with them).
     chunk_events: bool,
 }
@@ -124,7 +124,7 @@ fn run_case(case: &Case) -> Outcome {
     let content = case.content;
     let mut cfg = RadardConfig::parse(SMALL, "test").expect("config");
     cfg.source.content = content;
-    cfg.backend.kind = case.backend.into();
+    cfg.backend.kind = case.backend;
     let (mut source, _) = setup::open_source(&cfg).expect("sim source");
     let mut backend = None;
     let mut slots_prepared = false;
@@ -273,17 +273,17 @@ fn main() {
     let cases = [
         Case {
             content: Content::TestPattern,
-            backend: "cpu",
+            backend: BackendKind::Cpu,
             chunk_events: false,
         },
         Case {
             content: Content::Scene,
-            backend: "cpu",
+            backend: BackendKind::Cpu,
             chunk_events: false,
         },
         Case {
             content: Content::Scene,
-            backend: "auto",
+            backend: BackendKind::Auto,
             chunk_events: true,
         },
     ];

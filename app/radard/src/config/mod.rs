@@ -75,17 +75,24 @@
 //! # The processing chain: [geometry], [physical], [cfar], [chain]
 //! # (see docs/processing-chain.md).
 //! ```
+//!
+//! `sink` is the `[[sink]]` tables (and `--sink`).
+
+mod sink;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use radar_dsp::config::ChainParams;
+use radar_dsp::cuda::{CudaOptions, GpuWait};
 use radar_dsp::{BackendKind, CfarConfig, ChainConfig, Geometry, Physical};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::rt::RtConfig;
 use crate::telemetry::TelemetryConfig;
+
+pub use sink::{SINK_KINDS, SinkArgError, SinkConfig, SinkKind};
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -219,8 +226,8 @@ impl Default for SourceConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackendConfig {
-    pub kind: String,
-    /// Chunk-streamed mode (DESIGN.md section 3): ask the source for an
+    pub kind: BackendKind,
+    /// Chunk-streamed mode (docs/processing-chain.md): ask the source for an
     /// event per DMA chunk and let the backend start each chunk's range
     /// work as it lands, so that only the last chunk's and the rest of the
     /// chain remain when the frame completes. Used when the backend can
@@ -231,15 +238,15 @@ pub struct BackendConfig {
     /// call, the loop's core busy while the GPU runs) or `block` (sleep until
     /// the GPU's interrupt: far less CPU time, a little more latency);
     /// `yield` spins yielding the CPU.
-    pub gpu_wait: String,
+    pub gpu_wait: GpuWait,
 }
 
 impl Default for BackendConfig {
     fn default() -> Self {
         BackendConfig {
-            kind: "auto".into(),
+            kind: BackendKind::Auto,
             stream_chunks: true,
-            gpu_wait: "spin".into(),
+            gpu_wait: GpuWait::Spin,
         }
     }
 }
@@ -262,15 +269,17 @@ impl Default for OutputConfig {
     }
 }
 
-/// What the loop does when it falls behind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// What the loop does when it falls behind (`[loop] policy`, `--policy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum LoopPolicy {
     /// Process every delivered frame, however late.
     #[default]
+    #[value(name = "process-all")]
     ProcessAll,
     /// Release a frame unprocessed (dropped, reason `late`) when a newer
     /// one is already complete.
+    #[value(name = "skip-to-newest")]
     SkipToNewest,
 }
 
@@ -328,51 +337,6 @@ pub struct SimulatorConfig {
     pub spin_us: u32,
 }
 
-/// One `[[sink]]` table; which keys apply depends on `kind`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct SinkConfig {
-    pub kind: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<PathBuf>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rotate_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub keep: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
-}
-
-/// Sink kinds, for errors and `--help`.
-pub const SINK_KINDS: &str = "jsonl, udp, fpga";
-
-impl SinkConfig {
-    /// Parses a command-line sink: `jsonl:PATH`, `udp:HOST:PORT`, `fpga`.
-    pub fn from_arg(arg: &str) -> Result<Self, String> {
-        let (kind, rest) = arg.split_once(':').unwrap_or((arg, ""));
-        let mut s = SinkConfig {
-            kind: kind.to_string(),
-            ..SinkConfig::default()
-        };
-        match kind {
-            "jsonl" if !rest.is_empty() => s.path = Some(PathBuf::from(rest)),
-            "udp" if !rest.is_empty() => s.address = Some(rest.to_string()),
-            "fpga" if rest.is_empty() => {}
-            "jsonl" | "udp" | "fpga" => {
-                return Err(format!(
-                    "--sink {arg:?}: expected jsonl:PATH, udp:HOST:PORT or fpga"
-                ));
-            }
-            _ => {
-                return Err(format!(
-                    "--sink {arg:?}: unknown sink kind {kind:?} ({SINK_KINDS})"
-                ));
-            }
-        }
-        Ok(s)
-    }
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct RadardConfig {
@@ -406,9 +370,13 @@ impl RadardConfig {
 
     /// Parse and validate; `origin` names the text in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let cfg: RadardConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: origin.to_string(),
-            message: e.to_string().trim_end().to_string(),
+        let cfg: RadardConfig = toml::from_str(text).map_err(|e| {
+            // A `[[sink]]` table that makes no sink is named by its index
+            // and key, as the checks of `validate` name theirs.
+            sink::first_bad_table(text).unwrap_or_else(|| ConfigError::Parse {
+                path: origin.to_string(),
+                message: e.to_string().trim_end().to_string(),
+            })
         })?;
         cfg.validate()?;
         Ok(cfg)
@@ -421,16 +389,6 @@ impl RadardConfig {
             cfar: self.cfar.clone(),
             chain: self.chain.clone(),
         }
-    }
-
-    pub fn backend_kind(&self) -> Result<BackendKind, ConfigError> {
-        self.backend
-            .kind
-            .parse()
-            .map_err(|e: radar_dsp::DspError| ConfigError::Invalid {
-                key: "backend.kind",
-                reason: e.to_string(),
-            })
     }
 
     /// Time the FPGA takes for one frame at the configured cadence (None when
@@ -448,32 +406,27 @@ impl RadardConfig {
         }
     }
 
-    /// The CUDA backend's options from `backend.gpu_wait`.
-    pub fn cuda_options(&self) -> Result<radar_dsp::cuda::CudaOptions, ConfigError> {
-        match self.backend.gpu_wait.as_str() {
-            "spin" | "yield" | "block" => {
-                radar_dsp::cuda::CudaOptions::parse(&format!("wait={}", self.backend.gpu_wait))
-                    .map_err(|e| ConfigError::Invalid {
-                        key: "backend.gpu_wait",
-                        reason: e.to_string(),
-                    })
-            }
-            other => Err(ConfigError::Invalid {
-                key: "backend.gpu_wait",
-                reason: format!("{other:?} is not spin, yield or block"),
-            }),
+    /// The CUDA backend's options: its defaults, waiting as
+    /// `backend.gpu_wait` says.
+    pub fn cuda_options(&self) -> CudaOptions {
+        CudaOptions {
+            wait: self.backend.gpu_wait,
+            ..CudaOptions::default()
         }
+    }
+
+    /// Index of the `fpga` sink among the sinks, if there is one.
+    pub fn fpga_sink_index(&self) -> Option<usize> {
+        self.sinks.iter().position(|s| s.kind() == SinkKind::Fpga)
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.chain_config().validate()?;
         self.rt.validate()?;
         self.fpga_reset.validate()?;
-        self.backend_kind()?;
         self.diag
             .validate()
             .map_err(|(key, reason)| ConfigError::Invalid { key, reason })?;
-        self.cuda_options()?;
         let s = &self.source;
         if s.kind == SourceKind::Replay && s.replay_file.is_none() {
             return Err(ConfigError::Invalid {
@@ -584,65 +537,6 @@ impl RadardConfig {
     }
 }
 
-impl SinkConfig {
-    /// Checks the keys `kind` needs and refuses those it does not take.
-    pub fn validate(&self, index: usize) -> Result<(), ConfigError> {
-        let bad = |key: &str, reason: String| ConfigError::InvalidAt {
-            key: format!("sink[{index}].{key}"),
-            reason,
-        };
-        let (needs_path, needs_address) = match self.kind.as_str() {
-            "jsonl" => (true, false),
-            "udp" => (false, true),
-            "fpga" => (false, false),
-            k => {
-                return Err(bad(
-                    "kind",
-                    format!("unknown sink kind {k:?} ({SINK_KINDS})"),
-                ));
-            }
-        };
-        if needs_path != self.path.is_some() {
-            return Err(bad(
-                "path",
-                if needs_path {
-                    "a jsonl sink needs a path".into()
-                } else {
-                    format!("a {} sink takes no path", self.kind)
-                },
-            ));
-        }
-        if !needs_path && (self.rotate_bytes.is_some() || self.keep.is_some()) {
-            return Err(bad(
-                "rotate_bytes",
-                format!("a {} sink does not rotate", self.kind),
-            ));
-        }
-        if needs_address != self.address.is_some() {
-            return Err(bad(
-                "address",
-                if needs_address {
-                    "a udp sink needs an address (host:port)".into()
-                } else {
-                    format!("a {} sink takes no address", self.kind)
-                },
-            ));
-        }
-        if let Some(a) = &self.address {
-            use std::net::ToSocketAddrs;
-            match a.to_socket_addrs().map(|mut it| it.next()) {
-                Ok(Some(_)) => {}
-                Ok(None) => return Err(bad("address", format!("{a:?} resolves to nothing"))),
-                Err(e) => return Err(bad("address", format!("{a:?}: {e}"))),
-            }
-        }
-        if self.keep == Some(0) {
-            return Err(bad("keep", "must be at least 1".into()));
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -664,8 +558,14 @@ mod tests {
             ("[source]\nslots = 1", "source.slots"),
             ("[source]\nkind = \"usb\"", "kind"),
             ("[source]\nslot = 4", "slot"),
-            ("[backend]\nkind = \"opencl\"", "backend.kind"),
-            ("[backend]\ngpu_wait = \"nap\"", "backend.gpu_wait"),
+            (
+                "[backend]\nkind = \"opencl\"",
+                "unknown variant `opencl`, expected one of `auto`, `cuda`, `cpu`",
+            ),
+            (
+                "[backend]\ngpu_wait = \"nap\"",
+                "unknown variant `nap`, expected one of `spin`, `yield`, `block`",
+            ),
             ("[rt]\npriority = 200", "rt.priority"),
             ("[geometry]\nn_samples = 100", "geometry.n_samples"),
             (
@@ -687,6 +587,14 @@ mod tests {
             ("[diag]\nport = \"\"", "diag.port"),
             ("[[sink]]\nkind = \"smtp\"", "sink[0].kind"),
             ("[[sink]]\nkind = \"jsonl\"", "sink[0].path"),
+            (
+                "[[sink]]\nkind = \"fpga\"\n[[sink]]\nkind = \"fpga\"\npath = \"x\"",
+                "sink[1].path: a fpga sink takes no path",
+            ),
+            (
+                "[[sink]]\nkind = \"jsonl\"\npath = \"x\"\nkeep = 0",
+                "sink[0].keep",
+            ),
             (
                 "[[sink]]\nkind = \"udp\"\naddress = \"nohost\"",
                 "sink[0].address",
