@@ -13,7 +13,7 @@ pub mod config;
 pub mod diag;
 pub mod fpga_reset;
 pub mod frame_loop;
-pub mod record;
+pub mod recorder;
 pub mod recording;
 pub mod replay;
 pub mod report;

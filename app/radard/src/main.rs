@@ -18,11 +18,9 @@ use radard::config::{Content, LoopPolicy, RadardConfig, ReplayRate, SinkConfig, 
 use radard::diag::{self, answers::UnitInfo, params::Params};
 use radard::frame_loop::param_queue as live;
 use radard::frame_loop::{self, FpgaSink, LatencyLog, LoopContext, LoopEnd, LoopOptions};
-use radard::report::{LogQueue, run_printer};
-use radard::service::{Supervisor, ThreadCpuClock, rss_kib};
-use radard::sinks::{
-    DetectionFeed, Sink, create_sinks, decode_fpga_record, fpga_record_bytes, run_writer,
-};
+use radard::report::{FrameLineQueue, run_printer};
+use radard::service::{ServiceReporter, ThreadCpuClock, rss_kib};
+use radard::sinks::{DetectionFeed, Sink, create_sinks, run_writer};
 use radard::status::{DropReason, PowerMapSnapshot, StatusBoard};
 use radard::telemetry::{self, TelemetryCell};
 use radard::threads;
@@ -373,7 +371,7 @@ fn decode_record(input: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match decode_fpga_record(&bytes) {
+    match radard::sinks::detections_record::decode(&bytes) {
         Ok(r) => {
             let mut line = Vec::new();
             radar_dsp::detection::DetectionsLine {
@@ -408,7 +406,7 @@ fn record(cli: &Cli, cfg: &RadardConfig, output: &std::path::Path) -> ExitCode {
     };
     install_signal_handlers();
     let mut note = |n: &str| println!("radard: {n}");
-    match radard::record::record(cfg, frames, output, &STOP, &mut note) {
+    match radard::recorder::record_frames(cfg, frames, output, &STOP, &mut note) {
         Ok(r) => {
             println!(
                 "radard: recorded {} frames to {} (dropped at source {}, short {})",
@@ -488,8 +486,11 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
     };
     let fpga_index = cfg.fpga_sink_index();
     if fpga_index.is_some() {
-        setup::attach_fpga_tx(&mut source, fpga_record_bytes(cfg.chain.max_detections))
-            .map_err(|e| format!("sink fpga: {e}"))?;
+        setup::attach_fpga_tx(
+            &mut source,
+            radard::sinks::detections_record::record_bytes(cfg.chain.max_detections),
+        )
+        .map_err(|e| format!("sink fpga: {e}"))?;
     }
     let opts = LoopOptions {
         period: cfg.frame_period(),
@@ -522,12 +523,12 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
     let mut power_map = Box::new(PowerMapSnapshot::default());
     let done = AtomicBool::new(false);
     let sinks_done = AtomicBool::new(false);
-    let mut queue = LogQueue::new();
+    let mut queue = FrameLineQueue::new();
     let (producer, consumer) = queue.split();
     // The loop runs on this thread: its CPU clock is read by the status thread.
     let cpu_clock = ThreadCpuClock::of_current_thread();
     let telemetry_cell = Arc::new(TelemetryCell::default());
-    let mut supervisor = Supervisor::new(&board, cfg.health.clone(), cpu_clock, 10_000);
+    let mut supervisor = ServiceReporter::new(board.clone(), cfg.health.clone(), cpu_clock, 10_000);
     if let Some(w) = supervisor.watchdog() {
         println!(
             "radard: systemd watchdog every {:.1} s (pinged while frames flow and deadlines hold)",
@@ -576,7 +577,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
     if !cfg.telemetry.enabled {
         println!("radard: telemetry: off (telemetry.enabled = false)");
     }
-    supervisor.show_telemetry(&telemetry_cell);
+    supervisor.show_telemetry(telemetry_cell.clone());
 
     if !cli.no_rt {
         rt::apply_memory(&cfg.rt, &mut rt_report).map_err(|e| e.to_string())?;
@@ -680,7 +681,7 @@ fn run(cli: &Cli, cfg: &RadardConfig) -> Result<RunEnd, String> {
         });
         let mut on_warm = || {};
         let mut ctx = LoopContext {
-            log: producer,
+            frame_lines: producer,
             board: &board,
             stop: &STOP,
             latencies: &mut latencies,

@@ -2,7 +2,7 @@
 //!
 //! A recording is two files:
 //! - `FILE`: the frames, raw, concatenated, no header: the same layout as
-//!   `radar-dsp scene` output (DESIGN.md section 3), so either replays;
+//!   `radar-dsp scene` output (docs/record-replay.md), so either replays;
 //! - `FILE.meta.jsonl`: the sidecar, JSON lines: first a header
 //!   `{"format":"radard-recording","version":1,"frame_bytes":..,"chunk_bytes":..,"geometry":{..},"source":..}`,
 //!   then one line per frame, in file order:
@@ -78,7 +78,7 @@ pub struct Header {
     pub source: String,
 }
 
-/// Metadata of one recorded frame.
+/// One recorded frame's line in the sidecar.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FrameEntry {
@@ -92,29 +92,30 @@ pub struct FrameEntry {
 }
 
 /// Writes a recording.
-pub struct RecordWriter {
+pub struct RecordingWriter {
     path: PathBuf,
-    meta_path: PathBuf,
+    sidecar_path: PathBuf,
     frames: BufWriter<File>,
-    meta: BufWriter<File>,
+    sidecar: BufWriter<File>,
     frame_bytes: usize,
     zeros: Vec<u8>,
     written: u64,
 }
 
-impl RecordWriter {
+impl RecordingWriter {
     pub fn create(path: &Path, header: &Header) -> Result<Self, RecordingError> {
-        let meta_path = sidecar_path(path);
+        let sidecar_path = sidecar_path(path);
         let frames = File::create(path).map_err(io(path, "create"))?;
-        let meta_file = File::create(&meta_path).map_err(io(&meta_path, "create"))?;
-        let mut meta = BufWriter::new(meta_file);
-        let line = serde_json::to_string(header).map_err(|e| invalid(&meta_path, e.to_string()))?;
-        writeln!(meta, "{line}").map_err(io(&meta_path, "write"))?;
-        Ok(RecordWriter {
+        let sidecar_file = File::create(&sidecar_path).map_err(io(&sidecar_path, "create"))?;
+        let mut sidecar = BufWriter::new(sidecar_file);
+        let line =
+            serde_json::to_string(header).map_err(|e| invalid(&sidecar_path, e.to_string()))?;
+        writeln!(sidecar, "{line}").map_err(io(&sidecar_path, "write"))?;
+        Ok(RecordingWriter {
             path: path.to_path_buf(),
-            meta_path,
+            sidecar_path,
             frames: BufWriter::with_capacity(1 << 20, frames),
-            meta,
+            sidecar,
             frame_bytes: header.frame_bytes as usize,
             zeros: vec![0; header.frame_bytes as usize],
             written: 0,
@@ -142,9 +143,9 @@ impl RecordWriter {
             bytes: data.len() as u32,
             crc32: crc.finalize(),
         };
-        let line =
-            serde_json::to_string(&entry).map_err(|e| invalid(&self.meta_path, e.to_string()))?;
-        writeln!(self.meta, "{line}").map_err(io(&self.meta_path, "write"))?;
+        let line = serde_json::to_string(&entry)
+            .map_err(|e| invalid(&self.sidecar_path, e.to_string()))?;
+        writeln!(self.sidecar, "{line}").map_err(io(&self.sidecar_path, "write"))?;
         self.written += 1;
         Ok(())
     }
@@ -152,15 +153,17 @@ impl RecordWriter {
     /// Flushes both files to disk.
     pub fn finish(mut self) -> Result<u64, RecordingError> {
         self.frames.flush().map_err(io(&self.path, "write"))?;
-        self.meta.flush().map_err(io(&self.meta_path, "write"))?;
+        self.sidecar
+            .flush()
+            .map_err(io(&self.sidecar_path, "write"))?;
         self.frames
             .get_ref()
             .sync_all()
             .map_err(io(&self.path, "sync"))?;
-        self.meta
+        self.sidecar
             .get_ref()
             .sync_all()
-            .map_err(io(&self.meta_path, "sync"))?;
+            .map_err(io(&self.sidecar_path, "sync"))?;
         Ok(self.written)
     }
 }
@@ -201,13 +204,13 @@ impl Recording {
             ));
         }
         let frames = size / frame_bytes as u64;
-        let meta_path = sidecar_path(path);
-        let meta_file = match File::open(&meta_path) {
+        let sidecar_path = sidecar_path(path);
+        let sidecar_file = match File::open(&sidecar_path) {
             Ok(f) => Some(f),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io(&meta_path, "open")(e)),
+            Err(e) => return Err(io(&sidecar_path, "open")(e)),
         };
-        let Some(meta_file) = meta_file else {
+        let Some(sidecar_file) = sidecar_file else {
             let entries = (0..frames)
                 .map(|i| FrameEntry {
                     index: i,
@@ -229,22 +232,22 @@ impl Recording {
                 header: None,
             });
         };
-        let mut lines = BufReader::new(meta_file).lines();
+        let mut lines = BufReader::new(sidecar_file).lines();
         let first = lines
             .next()
-            .ok_or_else(|| invalid(&meta_path, "empty: no header line"))?
-            .map_err(io(&meta_path, "read"))?;
+            .ok_or_else(|| invalid(&sidecar_path, "empty: no header line"))?
+            .map_err(io(&sidecar_path, "read"))?;
         let header: Header = serde_json::from_str(&first)
-            .map_err(|e| invalid(&meta_path, format!("line 1 (header): {e}")))?;
+            .map_err(|e| invalid(&sidecar_path, format!("line 1 (header): {e}")))?;
         if header.format != FORMAT {
             return Err(invalid(
-                &meta_path,
+                &sidecar_path,
                 format!("format {:?}, expected {FORMAT:?}", header.format),
             ));
         }
         if header.version != VERSION {
             return Err(invalid(
-                &meta_path,
+                &sidecar_path,
                 format!(
                     "format version {} (this radard reads version {VERSION})",
                     header.version
@@ -253,7 +256,7 @@ impl Recording {
         }
         if header.geometry != *geometry || header.frame_bytes != frame_bytes as u64 {
             return Err(invalid(
-                &meta_path,
+                &sidecar_path,
                 format!(
                     "recorded with geometry {:?} ({} bytes per frame), configured {:?} ({} bytes): \
                      set [geometry] to the recording's",
@@ -263,15 +266,15 @@ impl Recording {
         }
         let mut entries = Vec::with_capacity(frames.min(1 << 20) as usize);
         for (n, line) in lines.enumerate() {
-            let line = line.map_err(io(&meta_path, "read"))?;
+            let line = line.map_err(io(&sidecar_path, "read"))?;
             if line.trim().is_empty() {
                 continue;
             }
             let e: FrameEntry = serde_json::from_str(&line)
-                .map_err(|e| invalid(&meta_path, format!("line {}: {e}", n + 2)))?;
+                .map_err(|e| invalid(&sidecar_path, format!("line {}: {e}", n + 2)))?;
             if e.index != entries.len() as u64 {
                 return Err(invalid(
-                    &meta_path,
+                    &sidecar_path,
                     format!(
                         "line {}: frame index {}, expected {}",
                         n + 2,
@@ -282,7 +285,7 @@ impl Recording {
             }
             if e.bytes as usize > frame_bytes {
                 return Err(invalid(
-                    &meta_path,
+                    &sidecar_path,
                     format!(
                         "line {}: {} payload bytes in a {frame_bytes}-byte frame",
                         n + 2,
@@ -294,7 +297,7 @@ impl Recording {
         }
         if entries.len() as u64 != frames {
             return Err(invalid(
-                &meta_path,
+                &sidecar_path,
                 format!(
                     "describes {} frames but {} holds {frames}",
                     entries.len(),

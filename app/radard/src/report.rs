@@ -1,7 +1,8 @@
-//! The non-real-time side of the loop's output. The loop pushes fixed-size
-//! records into a lock-free single-producer queue and publishes its counters
-//! on the status board; a normal-priority thread formats and prints them. The loop never blocks
-//! on the terminal: when the queue is full the record is counted as lost.
+//! The non-real-time side of the loop's output. The loop pushes a
+//! fixed-size [`FrameLine`] per frame it shows into a lock-free
+//! single-producer queue and publishes its counters on the status board; a
+//! normal-priority thread formats and prints them. The loop never blocks on
+//! the terminal: when the queue is full the line is counted as lost.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,10 +15,10 @@ use crate::status::{DropReason, StatusBoard, StatusSnapshot};
 /// Detections shown on a frame's line.
 pub const SHOWN_DETECTIONS: usize = 8;
 
-/// Records the queue holds (about a second of frames at 8 ms).
-pub const LOG_CAPACITY: usize = 256;
+/// Frame lines the queue holds (about a second of frames at 8 ms).
+pub const FRAME_LINE_QUEUE: usize = 256;
 
-pub type LogQueue = Queue<FrameRecord, LOG_CAPACITY>;
+pub type FrameLineQueue = Queue<FrameLine, FRAME_LINE_QUEUE>;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ShownDetection {
@@ -39,9 +40,9 @@ pub enum PayloadCheck {
     CrcMismatch,
 }
 
-/// One frame, as the loop saw it.
+/// One frame as the loop saw it: what its console line shows.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct FrameRecord {
+pub struct FrameLine {
     pub sequence: u64,
     pub slot: u32,
     pub dropped_before: u32,
@@ -62,8 +63,8 @@ pub struct FrameRecord {
     pub skipped: Option<DropReason>,
 }
 
-/// Formats one record as the frame line of the console log.
-pub fn frame_line(r: &FrameRecord, w: &mut impl Write) -> std::io::Result<()> {
+/// Writes one frame's line of the console log.
+pub fn write_frame_line(r: &FrameLine, w: &mut impl Write) -> std::io::Result<()> {
     write!(
         w,
         "frame seq={} slot={} dropped={} latency={:.3}ms",
@@ -185,7 +186,7 @@ impl StatusHook for NoHook {
 /// Prints queued frame lines and, every `status_every`, a status line from
 /// the board, until `done` is set and the queue is drained.
 pub fn run_printer(
-    mut records: Consumer<'_, FrameRecord>,
+    mut lines: Consumer<'_, FrameLine>,
     board: &StatusBoard,
     done: &AtomicBool,
     status_every: Duration,
@@ -197,9 +198,9 @@ pub fn run_printer(
     let mut line = Vec::with_capacity(1024);
     loop {
         let finished = done.load(Ordering::Acquire);
-        while let Some(r) = records.dequeue() {
+        while let Some(r) = lines.dequeue() {
             // A closed stdout must not stop the appliance: drop the text.
-            let _ = frame_line(&r, out);
+            let _ = write_frame_line(&r, out);
         }
         let snap = board.snapshot();
         hook.tick(&snap);
@@ -230,13 +231,13 @@ mod tests {
 
     #[test]
     fn lines_say_what_happened() {
-        let mut r = FrameRecord {
+        let mut r = FrameLine {
             sequence: 7,
             slot: 2,
             dropped_before: 1,
             latency_ns: 2_500_000,
             detections: 10,
-            ..FrameRecord::default()
+            ..FrameLine::default()
         };
         r.shown[0] = ShownDetection {
             range_m: 20.0,
@@ -245,7 +246,7 @@ mod tests {
             snr_db: 25.0,
         };
         let mut s = Vec::new();
-        frame_line(&r, &mut s).expect("write to vec");
+        write_frame_line(&r, &mut s).expect("write to vec");
         let s = String::from_utf8(s).expect("utf8");
         assert!(s.starts_with("frame seq=7 slot=2 dropped=1 latency=2.500ms detections=10 [20.0m -3.00m/s +12.0deg 25.0dB]"), "{s}");
         assert!(s.trim_end().ends_with("..."), "{s}");
@@ -253,7 +254,7 @@ mod tests {
         r.check = PayloadCheck::PatternMismatch(4096);
         r.deadline_missed = true;
         let mut s = Vec::new();
-        frame_line(&r, &mut s).expect("write to vec");
+        write_frame_line(&r, &mut s).expect("write to vec");
         let s = String::from_utf8(s).expect("utf8");
         assert!(
             s.contains("DEADLINE-MISS") && s.contains("PATTERN-MISMATCH at byte 4096"),
@@ -263,12 +264,12 @@ mod tests {
 
     #[test]
     fn printer_drains_everything_before_it_stops() {
-        let mut q = LogQueue::new();
+        let mut q = FrameLineQueue::new();
         let (mut p, c) = q.split();
         for i in 0..10 {
-            p.enqueue(FrameRecord {
+            p.enqueue(FrameLine {
                 sequence: i,
-                ..FrameRecord::default()
+                ..FrameLine::default()
             })
             .expect("room");
         }

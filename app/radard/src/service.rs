@@ -8,6 +8,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sd_notify::NotifyState;
@@ -100,9 +101,12 @@ pub struct ServiceFigures {
     pub watchdog_pings: u64,
 }
 
-/// The status thread's service work (a [`StatusHook`]).
-pub struct Supervisor<'a> {
-    board: &'a StatusBoard,
+/// The status thread's service work (a [`StatusHook`]): reports the
+/// service's state to systemd (READY, STATUS, WATCHDOG, STOPPING), writes
+/// the health verdict and runs its command, and keeps the figures the
+/// summary reports (loop CPU time, resident memory, watchdog pings).
+pub struct ServiceReporter {
+    board: Arc<StatusBoard>,
     health: HealthConfig,
     cpu: Option<ThreadCpuClock>,
     cpu_last: (u64, u64),
@@ -119,18 +123,18 @@ pub struct Supervisor<'a> {
     /// Lines for the console (health verdict, its command).
     pub notes: Vec<String>,
     /// GPU telemetry, shown as a `status gpu[...]` line after each status line.
-    telemetry: Option<&'a TelemetryCell>,
+    telemetry: Option<Arc<TelemetryCell>>,
 }
 
-impl<'a> Supervisor<'a> {
+impl ServiceReporter {
     pub fn new(
-        board: &'a StatusBoard,
+        board: Arc<StatusBoard>,
         health: HealthConfig,
         cpu: Option<ThreadCpuClock>,
         rss_warm_frames: u64,
     ) -> Self {
         let watchdog = sd_notify::watchdog_enabled();
-        Supervisor {
+        ServiceReporter {
             board,
             health,
             cpu,
@@ -149,7 +153,7 @@ impl<'a> Supervisor<'a> {
     }
 
     /// Shows the telemetry thread's latest sample with every status line.
-    pub fn show_telemetry(&mut self, cell: &'a TelemetryCell) {
+    pub fn show_telemetry(&mut self, cell: Arc<TelemetryCell>) {
         self.telemetry = Some(cell);
     }
 
@@ -238,7 +242,7 @@ impl<'a> Supervisor<'a> {
     }
 }
 
-impl StatusHook for Supervisor<'_> {
+impl StatusHook for ServiceReporter {
     fn tick(&mut self, snap: &StatusSnapshot) {
         if !self.ready && snap.frames_processed > 0 {
             self.ready = true;
@@ -275,7 +279,7 @@ impl StatusHook for Supervisor<'_> {
     }
 
     fn extend_line(&mut self, w: &mut dyn Write) {
-        if let Some(t) = self.telemetry.and_then(|c| c.latest()) {
+        if let Some(t) = self.telemetry.as_ref().and_then(|c| c.latest()) {
             let _ = write!(w, "\nstatus {t}");
         }
         for n in self.notes.drain(..) {

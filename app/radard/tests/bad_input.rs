@@ -121,7 +121,7 @@ fn decode_record_prints_a_detections_line_and_names_a_bad_file() {
         ..Detection::default()
     };
     let mut rec = Vec::new();
-    radard::sinks::encode_fpga_record(1234, 10_159_207, &[d, d], 3, 512, &mut rec);
+    radard::sinks::detections_record::encode(1234, 10_159_207, &[d, d], 3, 512, &mut rec);
     let path = dir.join("record.bin");
     std::fs::write(&path, &rec).expect("write");
     let o = radard(&["decode-record", "--input", path.to_str().expect("utf8")]);

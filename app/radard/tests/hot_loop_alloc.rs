@@ -18,9 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use radar_dsp::{BackendKind, Detections};
 use radard::config::{Content, RadardConfig};
 use radard::frame_loop::{self, FpgaSink, LatencyLog, LoopContext, LoopEnd, LoopOptions};
-use radard::report::LogQueue;
+use radard::report::FrameLineQueue;
 use radard::setup;
-use radard::sinks::{DetectionFeed, FeedRead, SinkRecord};
+use radard::sinks::{DetectionFeed, FeedRead, FrameDetections};
 use radard::status::{DropReason, PowerMapSnapshot, StatusBoard};
 
 struct Counting;
@@ -163,7 +163,7 @@ fn run_case(case: &Case) -> Outcome {
     let mut power_raw: Vec<f32> = Vec::with_capacity(g.n_loops * g.n_samples);
     let mut power_map = Box::new(PowerMapSnapshot::default());
     let stop = AtomicBool::new(false);
-    let mut queue = LogQueue::new();
+    let mut queue = FrameLineQueue::new();
     let (producer, mut consumer) = queue.split();
     ALLOCATIONS.store(0, Ordering::Relaxed);
     // Parameter changes from the diagnostics server, applied by the loop in
@@ -195,7 +195,7 @@ fn run_case(case: &Case) -> Outcome {
         COUNTING.with(|c| c.set(true))
     };
     let mut ctx = LoopContext {
-        log: producer,
+        frame_lines: producer,
         board: &board,
         stop: &stop,
         latencies: &mut latencies,
@@ -243,11 +243,11 @@ fn run_case(case: &Case) -> Outcome {
     assert_eq!(snap.sinks[1].sent, 200, "fpga records submitted");
     assert_eq!(feed.head(), 200);
     let mut cursor = 0;
-    let mut rec = SinkRecord::with_capacity(cfg.chain.max_detections);
+    let mut rec = FrameDetections::with_capacity(cfg.chain.max_detections);
     let (mut read, mut lost) = (0, 0);
     loop {
         match feed.read(&mut cursor, &mut rec) {
-            FeedRead::Record => read += 1,
+            FeedRead::Copied => read += 1,
             FeedRead::Lost(n) => lost += n,
             FeedRead::Empty => break,
         }

@@ -205,7 +205,7 @@ fn a_recorded_test_pattern_replays_byte_for_byte() {
 /// hang.
 #[test]
 fn the_replay_source_delivers_chunks_then_frames() {
-    use radard::recording::{FORMAT, Header, RecordWriter, Recording, VERSION};
+    use radard::recording::{FORMAT, Header, Recording, RecordingWriter, VERSION};
     use radard::replay::ReplaySource;
     use tegra_p2p::source::{Event, SlotRelease};
     use tegra_p2p::{FrameMeta, FrameSource, RingConfig, RingMemory, StartParams};
@@ -221,7 +221,7 @@ fn the_replay_source_delivers_chunks_then_frames() {
         geometry: cfg.geometry.clone(),
         source: "test".into(),
     };
-    let mut w = RecordWriter::create(&path, &header).expect("create");
+    let mut w = RecordingWriter::create(&path, &header).expect("create");
     let frames: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i + 1; FRAME_BYTES]).collect();
     let metas = [
         FrameMeta {

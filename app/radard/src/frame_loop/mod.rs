@@ -22,7 +22,7 @@ use tegra_p2p::{Frame, FrameSource, SequenceTracker, TxTarget, verify_test_patte
 use thiserror::Error;
 
 use crate::config::{Content, LoopPolicy};
-use crate::report::{FrameRecord, PayloadCheck, SHOWN_DETECTIONS, ShownDetection};
+use crate::report::{FrameLine, PayloadCheck, SHOWN_DETECTIONS, ShownDetection};
 use crate::sinks::DetectionFeed;
 use crate::status::{
     DropReason, EventKind, LATEST_DETECTIONS, MAP_DETECTIONS, PowerMapSnapshot, SourceFault,
@@ -164,14 +164,17 @@ impl FpgaSink {
         FpgaSink {
             index,
             max_detections,
-            buf: Vec::with_capacity(crate::sinks::fpga_record_bytes(max_detections)),
+            buf: Vec::with_capacity(crate::sinks::detections_record::record_bytes(
+                max_detections,
+            )),
         }
     }
 }
 
 /// Everything the loop needs besides the source and the backend.
 pub struct LoopContext<'q, 'a> {
-    pub log: Producer<'q, FrameRecord>,
+    /// The console's frame lines (see `report`).
+    pub frame_lines: Producer<'q, FrameLine>,
     pub board: &'a StatusBoard,
     pub stop: &'a AtomicBool,
     pub latencies: &'a mut LatencyLog,
@@ -358,42 +361,42 @@ pub fn run(
             snap.consecutive_good = 0;
             board.post(EventKind::Drop, meta.sequence, DropReason::AtSource as u64);
         }
-        let mut rec = FrameRecord {
+        let mut line = FrameLine {
             sequence_break: !sequence_ok,
             sequence: meta.sequence,
             slot: meta.slot,
             dropped_before: meta.dropped,
             flags: meta.flags,
             bytes: meta.bytes,
-            ..FrameRecord::default()
+            ..FrameLine::default()
         };
 
         let mut processed = false;
         if opts.policy == LoopPolicy::SkipToNewest && period_ns > 0 && t_event >= due {
             // A newer frame is complete already: this one goes unprocessed.
             drop_frame(&mut snap, board, DropReason::Late, meta.sequence);
-            rec.skipped = Some(DropReason::Late);
+            line.skipped = Some(DropReason::Late);
         } else if frame.len() < slot_bytes || meta.is_short() {
             // A short frame cannot go through the chain.
             drop_frame(&mut snap, board, DropReason::Short, meta.sequence);
-            rec.skipped = Some(DropReason::Short);
+            line.skipped = Some(DropReason::Short);
         } else if meta.flags & FPGA_P2P_EVF_CRC_MISMATCH != 0 {
             drop_frame(&mut snap, board, DropReason::Crc, meta.sequence);
-            rec.skipped = Some(DropReason::Crc);
+            line.skipped = Some(DropReason::Crc);
         } else {
             match opts.content {
                 Content::TestPattern => {
-                    rec.check = match verify_test_pattern(frame.data(), meta.sequence, chunk_bytes)
+                    line.check = match verify_test_pattern(frame.data(), meta.sequence, chunk_bytes)
                     {
                         Err(m) => PayloadCheck::PatternMismatch(m.offset),
                         Ok(()) if frame.check_crc().is_err() => PayloadCheck::CrcMismatch,
                         Ok(()) => PayloadCheck::Verified,
                     };
-                    if rec.check == PayloadCheck::Verified {
+                    if line.check == PayloadCheck::Verified {
                         processed = true;
                     } else {
                         drop_frame(&mut snap, board, DropReason::Crc, meta.sequence);
-                        rec.skipped = Some(DropReason::Crc);
+                        line.skipped = Some(DropReason::Crc);
                     }
                 }
                 Content::Scene => {
@@ -417,9 +420,9 @@ pub fn run(
                         match result {
                             Ok(()) => {
                                 processed = true;
-                                rec.detections = dets.list.len() as u32;
-                                rec.cut = dets.cut;
-                                for (shown, d) in rec.shown.iter_mut().zip(&dets.list) {
+                                line.detections = dets.list.len() as u32;
+                                line.cut = dets.cut;
+                                for (shown, d) in line.shown.iter_mut().zip(&dets.list) {
                                     *shown = ShownDetection {
                                         range_m: d.range_m,
                                         velocity_mps: d.velocity_mps,
@@ -427,12 +430,12 @@ pub fn run(
                                         snr_db: d.snr_db,
                                     };
                                 }
-                                debug_assert!(rec.shown.len() == SHOWN_DETECTIONS);
+                                debug_assert!(line.shown.len() == SHOWN_DETECTIONS);
                             }
                             Err(()) => {
                                 drop_frame(&mut snap, board, DropReason::Error, meta.sequence);
                                 board.post(EventKind::BackendError, meta.sequence, 0);
-                                rec.skipped = Some(DropReason::Error);
+                                line.skipped = Some(DropReason::Error);
                             }
                         }
                     } else {
@@ -452,9 +455,9 @@ pub fn run(
                 board.post(EventKind::FramesFlowing, meta.sequence, 0);
             }
             let late = period_ns > 0 && finished > due;
-            rec.latency_ns = processing;
-            rec.delivery_ns = t_event.saturating_sub(captured);
-            rec.deadline_missed = late;
+            line.latency_ns = processing;
+            line.delivery_ns = t_event.saturating_sub(captured);
+            line.deadline_missed = late;
             ctx.latencies.push(latency, processing);
             snap.latency_hist[latency_bin(latency)] += 1;
             snap.latency_max_ns = snap.latency_max_ns.max(latency);
@@ -491,7 +494,7 @@ pub fn run(
                 feed.push(meta.sequence, meta.timestamp_ns, latency, list, cut);
             }
             if let Some(f) = ctx.fpga.as_deref_mut() {
-                crate::sinks::encode_fpga_record(
+                crate::sinks::detections_record::encode(
                     meta.sequence,
                     meta.timestamp_ns,
                     list,
@@ -537,7 +540,7 @@ pub fn run(
                 board.publish_power_map(m);
             }
         } else {
-            rec.latency_ns = processing;
+            line.latency_ns = processing;
         }
         rate_frames += u64::from(processed);
         if finished - rate_start >= 1_000_000_000 {
@@ -545,16 +548,16 @@ pub fn run(
             rate_start = finished;
             rate_frames = 0;
         }
-        let failed = rec.deadline_missed
-            || rec.sequence_break
-            || rec.skipped.is_some()
+        let failed = line.deadline_missed
+            || line.sequence_break
+            || line.skipped.is_some()
             || matches!(
-                rec.check,
+                line.check,
                 PayloadCheck::PatternMismatch(_) | PayloadCheck::CrcMismatch
             );
         let print =
             settings.print_every > 0 && count.is_multiple_of(u64::from(settings.print_every));
-        if (print || failed) && ctx.log.enqueue(rec).is_err() {
+        if (print || failed) && ctx.frame_lines.enqueue(line).is_err() {
             snap.frame_lines_lost += 1;
         }
         snap.generation += 1;

@@ -1,0 +1,197 @@
+//! The detection feed: the loop writes every processed frame's detections
+//! once into a bounded lock-free broadcast ring of fixed-size slots
+//! allocated at start-up; each threaded sink reads it with its own cursor.
+//! A reader that falls more than the ring behind loses the oldest frames
+//! (counted, never waited for).
+
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+
+use radar_dsp::Detection;
+
+/// Frames the feed holds (about a second at 8 ms frames).
+pub const FEED_FRAMES: usize = 128;
+/// Words of a slot before its detections: sequence, timestamp, latency,
+/// count and cut.
+const HEADER_WORDS: usize = 4;
+
+/// One frame's detections as a sink reads them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FrameDetections {
+    pub sequence: u64,
+    pub timestamp_ns: u64,
+    pub latency_ns: u64,
+    pub cut: u32,
+    pub detections: Vec<Detection>,
+}
+
+impl FrameDetections {
+    pub fn with_capacity(max_detections: usize) -> Self {
+        FrameDetections {
+            detections: Vec::with_capacity(max_detections),
+            ..FrameDetections::default()
+        }
+    }
+}
+
+/// Words of one detection in the feed (`Detection` is `Pod`: any bits are
+/// a valid detection, its size is checked at the struct).
+const DET_WORDS: usize = std::mem::size_of::<Detection>() / 8;
+const _: () = assert!(std::mem::size_of::<Detection>() == DET_WORDS * 8);
+
+/// The broadcast ring: one writer (the loop), a cursor per reader.
+pub struct DetectionFeed {
+    pub(super) max_detections: usize,
+    slot_words: usize,
+    head: AtomicU64,
+    stamps: Box<[AtomicU64]>,
+    words: Box<[AtomicU64]>,
+}
+
+/// What a read found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeedRead {
+    /// The next frame's detections were copied out.
+    Copied,
+    /// Nothing new.
+    Empty,
+    /// This many frames' detections were overwritten before they were read
+    /// (the cursor moved past them).
+    Lost(u64),
+}
+
+impl DetectionFeed {
+    pub fn new(max_detections: usize) -> Self {
+        let slot_words = HEADER_WORDS + DET_WORDS * max_detections;
+        DetectionFeed {
+            max_detections,
+            slot_words,
+            head: AtomicU64::new(0),
+            stamps: (0..FEED_FRAMES).map(|_| AtomicU64::new(0)).collect(),
+            words: (0..FEED_FRAMES * slot_words)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+
+    /// Frames published so far (a new reader starts here).
+    pub fn head(&self) -> u64 {
+        self.head.load(Ordering::Acquire)
+    }
+
+    /// The loop's write (single writer). Detections beyond the feed's
+    /// capacity are added to the cut.
+    pub fn push(
+        &self,
+        sequence: u64,
+        timestamp_ns: u64,
+        latency_ns: u64,
+        dets: &[Detection],
+        cut: u32,
+    ) {
+        let i = self.head.load(Ordering::Relaxed);
+        let slot = (i % FEED_FRAMES as u64) as usize;
+        let n = dets.len().min(self.max_detections);
+        let cut = cut.saturating_add((dets.len() - n) as u32);
+        self.stamps[slot].store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let w = &self.words[slot * self.slot_words..(slot + 1) * self.slot_words];
+        w[0].store(sequence, Ordering::Relaxed);
+        w[1].store(timestamp_ns, Ordering::Relaxed);
+        w[2].store(latency_ns, Ordering::Relaxed);
+        w[3].store(((n as u64) << 32) | u64::from(cut), Ordering::Relaxed);
+        for (k, d) in dets[..n].iter().enumerate() {
+            let base = HEADER_WORDS + k * DET_WORDS;
+            let words: [u64; DET_WORDS] = bytemuck::cast(*d);
+            for (dst, v) in w[base..base + DET_WORDS].iter().zip(words) {
+                dst.store(v, Ordering::Relaxed);
+            }
+        }
+        self.stamps[slot].store(i + 1, Ordering::Release);
+        self.head.store(i + 1, Ordering::Release);
+    }
+
+    /// Reads the frame at `*cursor` into `out` and advances the cursor.
+    pub fn read(&self, cursor: &mut u64, out: &mut FrameDetections) -> FeedRead {
+        let head = self.head.load(Ordering::Acquire);
+        let oldest = head.saturating_sub(FEED_FRAMES as u64);
+        if *cursor < oldest {
+            let lost = oldest - *cursor;
+            *cursor = oldest;
+            return FeedRead::Lost(lost);
+        }
+        if *cursor >= head {
+            return FeedRead::Empty;
+        }
+        let c = *cursor;
+        let slot = (c % FEED_FRAMES as u64) as usize;
+        let s1 = self.stamps[slot].load(Ordering::Acquire);
+        if s1 != c + 1 {
+            // Being overwritten by a newer frame's.
+            *cursor += 1;
+            return FeedRead::Lost(1);
+        }
+        let w = &self.words[slot * self.slot_words..(slot + 1) * self.slot_words];
+        out.sequence = w[0].load(Ordering::Relaxed);
+        out.timestamp_ns = w[1].load(Ordering::Relaxed);
+        out.latency_ns = w[2].load(Ordering::Relaxed);
+        let nc = w[3].load(Ordering::Relaxed);
+        let n = ((nc >> 32) as usize).min(self.max_detections);
+        out.cut = nc as u32;
+        out.detections.clear();
+        for k in 0..n {
+            let base = HEADER_WORDS + k * DET_WORDS;
+            let mut dw = [0u64; DET_WORDS];
+            for (d, s) in dw.iter_mut().zip(&w[base..base + DET_WORDS]) {
+                *d = s.load(Ordering::Relaxed);
+            }
+            out.detections.push(bytemuck::cast(dw));
+        }
+        fence(Ordering::Acquire);
+        *cursor += 1;
+        if self.stamps[slot].load(Ordering::Relaxed) != s1 {
+            return FeedRead::Lost(1);
+        }
+        FeedRead::Copied
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn det(i: u32) -> Detection {
+        Detection {
+            range_bin: i,
+            doppler_bin: 2 * i,
+            range_m: i as f32 * 0.5,
+            velocity_mps: -(i as f32),
+            azimuth_deg: 3.0,
+            snr_db: 20.0,
+            power_db: 90.0,
+            ..Detection::default()
+        }
+    }
+
+    #[test]
+    fn the_feed_hands_every_reader_every_frame_or_counts_it_lost() {
+        let feed = DetectionFeed::new(4);
+        let mut rec = FrameDetections::with_capacity(4);
+        let mut cursor = 0;
+        assert_eq!(feed.read(&mut cursor, &mut rec), FeedRead::Empty);
+        let dets: Vec<Detection> = (0..6).map(det).collect();
+        feed.push(7, 100, 5, &dets, 1);
+        assert_eq!(feed.read(&mut cursor, &mut rec), FeedRead::Copied);
+        assert_eq!(
+            (rec.sequence, rec.timestamp_ns, rec.latency_ns),
+            (7, 100, 5)
+        );
+        assert_eq!(rec.detections, dets[..4].to_vec());
+        assert_eq!(rec.cut, 3, "1 cut by the chain, 2 by the feed's capacity");
+        for s in 0..(FEED_FRAMES as u64 + 5) {
+            feed.push(s, 0, 0, &[], 0);
+        }
+        assert_eq!(feed.read(&mut cursor, &mut rec), FeedRead::Lost(5));
+        assert_eq!(feed.read(&mut cursor, &mut rec), FeedRead::Copied);
+        assert_eq!(rec.sequence, 5);
+    }
+}
