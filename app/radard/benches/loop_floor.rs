@@ -1,7 +1,8 @@
 //! `loop_floor`: where the frame loop's CPU time per frame goes, part by
 //! part, on this machine. radard reports one figure (the loop thread's CPU
 //! clock over a status interval, divided by the frames); this bench runs
-//! the same source and backend (radard's own set-up code) in a bare loop and
+//! the same source and backend (radard's own set-up, `radard::unit::Unit`)
+//! in a bare loop and
 //! reads the thread's CPU clock around each part of every frame:
 //!
 //! - `wait`: the source's event wait (the wake-up per event), less the
@@ -29,13 +30,14 @@ use std::time::Instant;
 
 use radar_dsp::BackendKind;
 use radar_dsp::SlotFrame;
-use radar_dsp::bench::LatencyStats;
 use radar_dsp::cuda::{CudaBackend, GpuWait};
 use radar_dsp::{Detections, FrameInput};
+use radar_stats::LatencyStats;
 use radard::RadardConfig;
 use radard::rt::{self, RtConfig, RtReport};
 use radard::service::ThreadCpuClock;
 use radard::setup;
+use radard::unit::Unit;
 use serde::Serialize;
 use tegra_p2p::clock::{monotonic_ns, sleep_until_ns};
 use tegra_p2p::source::Event;
@@ -203,25 +205,22 @@ fn pin(cpu: Option<usize>) -> Vec<String> {
 fn run_frames(case: &Case, seconds: f64, cpu: Option<usize>) -> Result<CaseResult, String> {
     let cfg = config_for(case);
     let period_ns = (case.period_ms * 1e6) as u64;
-    let (mut source, _) = setup::open_source(&cfg).map_err(|e| e.to_string())?;
-    setup::load_scene(&cfg, &mut source).map_err(|e| e.to_string())?;
-    let mut backend = if case.work == Work::SourceOnly {
-        None
-    } else {
-        let (sel, prepared) = setup::open_backend(&cfg, &source).map_err(|e| e.to_string())?;
-        if sel.backend.name() != "cuda" || !prepared {
+    let mut unit = Unit::open_source(&cfg, &mut |_| {}).map_err(|e| e.to_string())?;
+    unit.load_scene(&cfg, &mut |_| {})
+        .map_err(|e| e.to_string())?;
+    if case.work != Work::SourceOnly {
+        unit.open_backend(&cfg, &mut |_| {})
+            .map_err(|e| e.to_string())?;
+        if unit.backend_description().0 != "cuda" || !unit.slots_prepared {
             return Err("skipped: no CUDA (mapped ring slots)".into());
         }
-        Some(sel.backend)
-    };
+    }
     let mut dets = Detections::with_capacity(cfg.chain.max_detections);
-    source
-        .as_dyn_mut()
-        .start(&setup::start_params(&cfg, case.chunk_events))
+    unit.start(&cfg, case.chunk_events)
         .map_err(|e| e.to_string())?;
     let _ = pin(cpu);
     let clk = ThreadCpuClock::of_current_thread().ok_or("no thread CPU clock")?;
-    let src = source.as_dyn();
+    let (src, mut backend) = unit.parts();
     let frames_wanted = (seconds * 1e3 / case.period_ms).ceil() as u64;
     let warmup = 20u64;
     let mut event_to_done = Vec::with_capacity(frames_wanted as usize);
@@ -295,7 +294,8 @@ fn run_frames(case: &Case, seconds: f64, cpu: Option<usize>) -> Result<CaseResul
         count += 1;
     }
     let total = cpu_now(&clk) - total_start;
-    source.as_dyn_mut().stop().map_err(|e| e.to_string())?;
+    drop(backend);
+    unit.source.as_dyn_mut().stop().map_err(|e| e.to_string())?;
     let n = frames_wanted as f64;
     let us = |ns: u64| ns as f64 / 1e3 / n;
     Ok(CaseResult {

@@ -11,6 +11,7 @@
 
 pub mod config;
 pub mod diag;
+pub mod error;
 pub mod fpga_reset;
 pub mod frame_loop;
 pub mod recorder;
@@ -18,12 +19,17 @@ pub mod recording;
 pub mod replay;
 pub mod report;
 pub mod rt;
+pub mod runner;
 pub mod seqlock;
 pub mod service;
 pub mod setup;
 pub mod sinks;
 pub mod status;
+pub mod summary;
 pub mod telemetry;
 pub mod threads;
+pub mod unit;
 
 pub use config::RadardConfig;
+pub use error::{RadardError, RunEnd};
+pub use runner::{Radard, RunReport};

@@ -1,27 +1,28 @@
-//! The frame loop allocates nothing after warm-up (DESIGN.md section 7, rule
-//! 5): a global allocator counts the allocations made by the loop's thread
+//! The frame loop allocates nothing after warm-up (docs/requirements.md: the
+//! hot loop): a global allocator counts the allocations made by the loop's thread
 //! between the end of warm-up and the end of the run, for the verified test
 //! pattern, for the scene content through the CPU backend, and for the scene
 //! with chunk events on through the best backend here: CUDA in
 //! chunk-streamed mode where a GPU is (the device machine; with
 //! RADAR_REQUIRE_CUDA=1 it must be), else the CPU backend passing over the
-//! chunk events ("skipped: no CUDA" for the streamed part). Every sink is
-//! on: the detections feed (jsonl/udp sinks), the fpga sink's transmit, the
-//! status board and a power map every 10 frames; three CFAR Pfa changes
-//! from the diagnostics server are applied in the counted frames.
+//! chunk events ("skipped: no CUDA" for the streamed part). The loop is set
+//! up as radard sets it up (`Unit`, `LoopResources`). Every sink is on: the
+//! detections feed (jsonl/udp sinks), the fpga sink's transmit, the status
+//! board and a power map every 10 frames; three CFAR Pfa changes from the
+//! diagnostics server are applied in the counted frames.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use radar_dsp::{BackendKind, Detections};
-use radard::config::{Content, RadardConfig};
-use radard::frame_loop::{self, FpgaSink, LatencyLog, LoopContext, LoopEnd, LoopOptions};
-use radard::report::FrameLineQueue;
-use radard::setup;
-use radard::sinks::{DetectionFeed, FeedRead, FrameDetections};
-use radard::status::{DropReason, PowerMapSnapshot, StatusBoard};
+use radar_dsp::BackendKind;
+use radard::config::{Content, RadardConfig, SinkConfig};
+use radard::frame_loop::param_queue::{ParamChange, ParamSender};
+use radard::frame_loop::{self, LoopEnd, LoopEnds, LoopOptions, LoopResources};
+use radard::sinks::{FeedRead, FrameDetections};
+use radard::status::DropReason;
+use radard::unit::Unit;
 
 struct Counting;
 
@@ -125,99 +126,72 @@ fn run_case(case: &Case) -> Outcome {
     let mut cfg = RadardConfig::parse(SMALL, "test").expect("config");
     cfg.source.content = content;
     cfg.backend.kind = case.backend;
-    let (mut source, _) = setup::open_source(&cfg).expect("sim source");
-    let mut backend = None;
-    let mut slots_prepared = false;
-    let mut chunk_streaming = false;
-    if content == Content::Scene {
-        setup::load_scene(&cfg, &mut source).expect("scene");
-        let (sel, prepared) = setup::open_backend(&cfg, &source).expect("backend");
-        slots_prepared = prepared;
-        chunk_streaming = case.chunk_events && setup::chunk_streaming(&cfg, sel.backend.as_ref()).0;
-        backend = Some(sel);
-    }
-    source
-        .as_dyn_mut()
-        .start(&setup::start_params(&cfg, case.chunk_events))
-        .expect("start");
-
-    // Every sink on: the feed the jsonl and udp sinks' threads read (one
-    // reader here drains it after the run), the fpga sink's transmit, the
-    // power map every 10 frames.
+    cfg.backend.stream_chunks = case.chunk_events;
+    // Every sink on: a jsonl sink's feed (its thread is not started: one
+    // reader here drains the feed after the run), the fpga sink's transmit;
+    // the power map every 10 frames.
+    cfg.sinks = vec![
+        SinkConfig::Jsonl {
+            path: "/dev/null".into(),
+            rotate_bytes: None,
+            keep: None,
+        },
+        SinkConfig::Fpga,
+    ];
+    let mut unit = Unit::open(&cfg, &mut |_| {}).expect("sim source and backend");
+    // The source is asked for chunk events whatever the backend does with
+    // them (the CPU backend passes over them).
+    unit.start(&cfg, case.chunk_events).expect("start");
     let opts = LoopOptions {
         max_frames: Some(200),
         warmup_frames: 8,
         print_every: 1,
-        slots_prepared,
-        chunk_streaming,
         power_map_every: 10,
-        ..LoopOptions::new(content)
+        ..unit.loop_options(&cfg, None)
     };
-    let mut dets = Detections::with_capacity(cfg.chain.max_detections);
-    let mut latencies = LatencyLog::with_capacity(1024);
-    let board = StatusBoard::new();
-    board.set_sink_count(2);
-    let feed = DetectionFeed::new(cfg.chain.max_detections);
-    let mut fpga = FpgaSink::new(1, cfg.chain.max_detections);
-    let g = &cfg.geometry;
-    let mut power_raw: Vec<f32> = Vec::with_capacity(g.n_loops * g.n_samples);
-    let mut power_map = Box::new(PowerMapSnapshot::default());
-    let stop = AtomicBool::new(false);
-    let mut queue = FrameLineQueue::new();
-    let (producer, mut consumer) = queue.split();
+    let mut resources = LoopResources::new(&cfg, 1024);
     ALLOCATIONS.store(0, Ordering::Relaxed);
     // Parameter changes from the diagnostics server, applied by the loop in
     // the counted frames: queued (tables built off the loop) when warm-up
     // ends, taken at the top of the next frame.
-    let mut change_queue = radard::frame_loop::param_queue::ChangeQueue::new();
-    let mut reply_queue = radard::frame_loop::param_queue::ReplyQueue::new();
-    let (param_link, mut server_link) =
-        radard::frame_loop::param_queue::split(&mut change_queue, &mut reply_queue);
     let diag_params = radard::diag::params::Params::new(cfg.chain_config(), true);
-    let mut changes: Vec<radard::frame_loop::param_queue::ParamChange> = [1e-3, 1e-5, 1e-6]
+    let mut changes: Vec<ParamChange> = [1e-3, 1e-5, 1e-6]
         .iter()
         .enumerate()
         .map(|(i, &pfa)| {
             let v = diag_params
                 .validate("cfar.pfa", diag_proto::ParamValue::Real(pfa))
                 .expect("a valid Pfa");
-            radard::frame_loop::param_queue::ParamChange {
+            ParamChange {
                 id: i as u64 + 1,
                 param: v.param,
                 alpha: v.alpha,
             }
         })
         .collect();
+    let stop = AtomicBool::new(false);
+    let server = std::cell::RefCell::new(None::<ParamSender<'_>>);
     let mut on_warm = || {
-        for c in changes.drain(..) {
-            assert!(server_link.changes.enqueue(c).is_ok(), "change queue full");
+        if let Some(s) = server.borrow_mut().as_mut() {
+            for c in changes.drain(..) {
+                assert!(s.changes.enqueue(c).is_ok(), "change queue full");
+            }
         }
         COUNTING.with(|c| c.set(true))
     };
-    let mut ctx = LoopContext {
-        frame_lines: producer,
-        board: &board,
-        stop: &stop,
-        latencies: &mut latencies,
-        feed: Some(&feed),
-        fpga: Some(&mut fpga),
-        power_raw: &mut power_raw,
-        power_map: &mut power_map,
-        range_bin_m: cfg.physical.range_bin_m(g),
-        velocity_bin_mps: cfg.physical.velocity_bin_mps(g),
-        n_loops: g.n_loops,
-        n_samples: g.n_samples,
-        on_warm: &mut on_warm,
-        params: Some(param_link),
-    };
-    let b = backend
-        .as_mut()
-        .map(|s| s.backend.as_mut() as &mut dyn radar_dsp::Backend);
-    let end = frame_loop::run(source.as_dyn(), b, &mut dets, &opts, &mut ctx);
+    let LoopEnds {
+        context: mut ctx,
+        frame_lines: mut consumer,
+        params: sender,
+    } = resources.context(&stop, &mut on_warm, true);
+    *server.borrow_mut() = Some(sender);
+    let (source, backend) = unit.parts();
+    let end = frame_loop::run(source, backend, &opts, &mut ctx);
     COUNTING.with(|c| c.set(false));
     assert_eq!(end.expect("loop ran"), LoopEnd::FrameLimit);
     let mut applied = 0;
-    while let Some(r) = server_link.replies.dequeue() {
+    let mut sender = server.borrow_mut().take().expect("the sender's end");
+    while let Some(r) = sender.replies.dequeue() {
         assert!(r.at_frame > 8, "change {} applied in warm-up", r.id);
         if content == Content::Scene {
             assert_eq!(r.refused, None, "change {} refused", r.id);
@@ -229,7 +203,9 @@ fn run_case(case: &Case) -> Outcome {
     while consumer.dequeue().is_some() {
         lines += 1;
     }
-    let _ = source.as_dyn_mut().stop();
+    drop(ctx);
+    let _ = unit.source.as_dyn_mut().stop();
+    let board = resources.board.clone();
     let snap = board.snapshot();
     assert_eq!(snap.frames_processed, 200);
     assert!(snap.ledger_closes());
@@ -241,6 +217,7 @@ fn run_case(case: &Case) -> Outcome {
     // The sinks got every frame: the fpga sink's records were submitted,
     // the feed holds the last FEED_FRAMES of them.
     assert_eq!(snap.sinks[1].sent, 200, "fpga records submitted");
+    let feed = resources.feed.as_ref().expect("the jsonl sink's feed");
     assert_eq!(feed.head(), 200);
     let mut cursor = 0;
     let mut rec = FrameDetections::with_capacity(cfg.chain.max_detections);
@@ -261,8 +238,11 @@ fn run_case(case: &Case) -> Outcome {
         allocs: ALLOCATIONS.load(Ordering::Relaxed),
         lines,
         lost: snap.frame_lines_lost,
-        frames_streamed: backend.as_ref().map_or(0, |s| s.backend.frames_streamed()),
-        backend: backend.map_or("none".into(), |s| s.backend.name().to_string()),
+        frames_streamed: unit
+            .backend
+            .as_ref()
+            .map_or(0, |s| s.backend.frames_streamed()),
+        backend: unit.backend_description().0,
         chunks_streamed: snap.chunks_streamed,
     }
 }
@@ -296,7 +276,7 @@ fn main() {
             ..
         } = o;
         println!(
-            "{:?}, {} backend, chunk events {}: {allocs} allocations on the loop thread after warm-up ({lines} records queued, {lost} lost, {} chunks streamed to the backend, {} frames finished from them)",
+            "{:?}, {} backend, chunk events {}: {allocs} allocations on the loop thread after warm-up ({lines} frame lines queued, {lost} lost, {} chunks streamed to the backend, {} frames finished from them)",
             case.content,
             o.backend,
             if case.chunk_events { "on" } else { "off" },

@@ -5,16 +5,17 @@
 //! nothing, takes no lock, and makes no system call but the source's event
 //! wait (`tests/hot_loop_alloc.rs` checks the allocation part).
 //!
-//! `param_queue` is how another thread changes the loop's parameters
-//! between frames.
+//! `context` is what the loop works with besides the source and the
+//! backend, and builds it; `param_queue` is how another thread changes the
+//! loop's parameters between frames.
 
+mod context;
 pub mod param_queue;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use heapless::spsc::Producer;
-use radar_dsp::{Backend, Detections, DspError, FrameInput, SlotFrame};
+use radar_dsp::{Backend, DspError, FrameInput, SlotFrame};
 use tegra_p2p::clock::monotonic_ns;
 use tegra_p2p::source::Event;
 use tegra_p2p::uapi::FPGA_P2P_EVF_CRC_MISMATCH;
@@ -23,12 +24,13 @@ use thiserror::Error;
 
 use crate::config::{Content, LoopPolicy};
 use crate::report::{FrameLine, PayloadCheck, SHOWN_DETECTIONS, ShownDetection};
-use crate::sinks::DetectionFeed;
 use crate::status::{
-    DropReason, EventKind, LATEST_DETECTIONS, MAP_DETECTIONS, PowerMapSnapshot, SourceFault,
-    StatusBoard, StatusSnapshot, latency_bin, pool_power_map,
+    DropReason, EventKind, LATEST_DETECTIONS, MAP_DETECTIONS, SourceFault, StatusBoard,
+    StatusSnapshot, latency_bin, pool_power_map,
 };
-use param_queue::{LoopSettings, ParamReceiver};
+use param_queue::LoopSettings;
+
+pub use context::{FpgaSink, LatencyLog, LoopContext, LoopEnds, LoopResources};
 
 #[derive(Debug, Error)]
 pub enum LoopError {
@@ -87,112 +89,6 @@ impl LoopOptions {
 pub enum LoopEnd {
     FrameLimit,
     StopRequested,
-}
-
-/// Latencies of the last `capacity` frames, kept without allocating: from
-/// the capture timestamp, and from the frame event (processing).
-pub struct LatencyLog {
-    ns: Vec<u64>,
-    processing_ns: Vec<u64>,
-    next: usize,
-    filled: bool,
-}
-
-impl LatencyLog {
-    pub fn with_capacity(capacity: usize) -> Self {
-        // Filled with a non-zero value so every page is touched now: the
-        // resident size does not grow while the log fills.
-        LatencyLog {
-            ns: vec![u64::MAX; capacity.max(1)],
-            processing_ns: vec![u64::MAX; capacity.max(1)],
-            next: 0,
-            filled: false,
-        }
-    }
-
-    fn push(&mut self, latency: u64, processing: u64) {
-        self.ns[self.next] = latency;
-        self.processing_ns[self.next] = processing;
-        self.next += 1;
-        if self.next == self.ns.len() {
-            self.next = 0;
-            self.filled = true;
-        }
-    }
-
-    fn used(&self) -> usize {
-        if self.filled {
-            self.ns.len()
-        } else {
-            self.next
-        }
-    }
-
-    /// Capture timestamp to detections (not in arrival order once it wrapped).
-    pub fn values(&self) -> &[u64] {
-        &self.ns[..self.used()]
-    }
-
-    /// Frame event to detections.
-    pub fn processing_values(&self) -> &[u64] {
-        &self.processing_ns[..self.used()]
-    }
-
-    /// Both logs sorted in place (capture to detections, event to
-    /// detections), for percentiles at the end of a run without copying
-    /// them: a copy of a million values would stay resident after it is freed.
-    pub fn sorted(&mut self) -> (&[u64], &[u64]) {
-        let n = self.used();
-        self.ns[..n].sort_unstable();
-        self.processing_ns[..n].sort_unstable();
-        (&self.ns[..n], &self.processing_ns[..n])
-    }
-}
-
-/// The FPGA sink as the loop drives it (see `sinks`).
-pub struct FpgaSink {
-    /// Its index among the board's sink counters.
-    pub index: usize,
-    /// Detections per record at most.
-    pub max_detections: usize,
-    /// Preallocated record buffer.
-    pub buf: Vec<u8>,
-}
-
-impl FpgaSink {
-    pub fn new(index: usize, max_detections: usize) -> Self {
-        FpgaSink {
-            index,
-            max_detections,
-            buf: Vec::with_capacity(crate::sinks::detections_record::record_bytes(
-                max_detections,
-            )),
-        }
-    }
-}
-
-/// Everything the loop needs besides the source and the backend.
-pub struct LoopContext<'q, 'a> {
-    /// The console's frame lines (see `report`).
-    pub frame_lines: Producer<'q, FrameLine>,
-    pub board: &'a StatusBoard,
-    pub stop: &'a AtomicBool,
-    pub latencies: &'a mut LatencyLog,
-    /// The threaded sinks' feed (None: no such sinks).
-    pub feed: Option<&'a DetectionFeed>,
-    pub fpga: Option<&'a mut FpgaSink>,
-    /// Preallocated power-map buffers (raw map, pooled snapshot).
-    pub power_raw: &'a mut Vec<f32>,
-    pub power_map: &'a mut PowerMapSnapshot,
-    /// Range (m) and velocity (m/s) of one bin, for the map's axes.
-    pub range_bin_m: f64,
-    pub velocity_bin_mps: f64,
-    pub n_loops: usize,
-    pub n_samples: usize,
-    /// Called once, when the warm-up frames are done.
-    pub on_warm: &'a mut dyn FnMut(),
-    /// Parameter changes from the diagnostics server, applied between frames.
-    pub params: Option<ParamReceiver<'q>>,
 }
 
 /// The next thing the source has for the loop.
@@ -268,10 +164,10 @@ fn drop_frame(snap: &mut StatusSnapshot, board: &StatusBoard, reason: DropReason
 pub fn run(
     src: &dyn FrameSource,
     mut backend: Option<&mut dyn Backend>,
-    dets: &mut Detections,
     opts: &LoopOptions,
     ctx: &mut LoopContext<'_, '_>,
 ) -> Result<LoopEnd, LoopError> {
+    let dets = &mut *ctx.dets;
     let chunk_bytes = src.chunk_bytes();
     let slot_bytes = src.ring().slot_bytes();
     let period_ns = opts.period.map_or(0, |d| d.as_nanos() as u64);

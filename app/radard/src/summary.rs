@@ -1,0 +1,378 @@
+//! The run's summary: what radard prints at exit (`summary: ...` lines,
+//! [`Display`](fmt::Display)) and writes as JSON (`--stats-json`,
+//! `output.stats_json`; [`Serialize`]). One schema, versioned by
+//! [`SUMMARY_VERSION`]; each figure appears once. Percentiles are
+//! `radar_stats`'s nearest rank.
+
+use std::fmt;
+use std::path::Path;
+
+use radar_stats::Percentiles;
+use serde::Serialize;
+
+use crate::config::{Content, RadardConfig};
+use crate::error::{RadardError, RunEnd};
+use crate::frame_loop::LoopEnd;
+use crate::runner::RunReport;
+use crate::status::DropReason;
+use crate::telemetry;
+use crate::threads::ThreadUsage;
+
+/// The summary JSON's schema version (the `version` key).
+pub const SUMMARY_VERSION: u32 = 1;
+
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub version: u32,
+    pub source: String,
+    pub backend: String,
+    pub backend_reason: String,
+    /// Chunk-streamed mode in use, the chunk events handed to the backend
+    /// and those it refused, and the frames it finished from streamed work.
+    pub chunk_streaming: bool,
+    pub chunks_streamed: u64,
+    pub chunk_errors: u64,
+    pub frames_streamed: u64,
+    pub content: String,
+    pub end: String,
+    pub policy: String,
+    /// Frames processed.
+    pub frames: u64,
+    /// The ledger: produced = processed + dropped by reason.
+    pub frames_produced: u64,
+    pub dropped: Dropped,
+    pub ledger_closed: bool,
+    pub deadline_misses: u64,
+    pub source_timeouts: u64,
+    pub payload_errors: u64,
+    pub sequence_errors: u64,
+    /// Frame lines the console's queue could not take.
+    pub log_records_lost: u64,
+    pub frame_period_ms: Option<f64>,
+    /// Capture timestamp to detections published.
+    pub latency_ms: LatencyMs,
+    /// Frame event to detections published.
+    pub processing_ms: LatencyMs,
+    /// Loop thread CPU time per frame (us) over the run.
+    pub loop_cpu_us_per_frame: Option<f64>,
+    pub rss_warm_kib: Option<u64>,
+    pub rss_end_kib: Option<u64>,
+    pub health: String,
+    pub watchdog_pings: u64,
+    pub sinks: Vec<SinkSummary>,
+    pub source_counters: Option<SourceCounters>,
+    /// The last GPU telemetry sample (None: off, or none taken).
+    pub telemetry: Option<telemetry::Sample>,
+    /// Each thread's CPU time, wait for a CPU and preemptions over the run.
+    pub threads: Vec<ThreadUsage>,
+    /// CPU time the hypervisor took from this machine during the run (ms,
+    /// all CPUs; None where /proc/stat has no steal column).
+    pub steal_ms: Option<f64>,
+    /// The simulator's chunk cadence (None: another source).
+    pub simulator_pacing: Option<SimulatorPacing>,
+}
+
+/// Frames not processed, by reason.
+#[derive(Debug, Serialize)]
+pub struct Dropped {
+    pub at_source: u64,
+    pub late: u64,
+    pub short: u64,
+    pub crc: u64,
+    pub error: u64,
+}
+
+/// Nearest-rank percentiles of a latency, in ms (all 0 without samples).
+#[derive(Debug, Default, Serialize)]
+pub struct LatencyMs {
+    pub samples: usize,
+    pub p50: f64,
+    pub p99: f64,
+    pub p99_9: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SinkSummary {
+    pub name: String,
+    pub sent: u64,
+    pub queue_full: u64,
+    pub errors: u64,
+}
+
+/// The source's own counters (the kernel module's, or the simulator's).
+#[derive(Debug, Serialize)]
+pub struct SourceCounters {
+    pub frames: u64,
+    pub chunks: u64,
+    pub drops_no_slot: u64,
+    pub drops_fault: u64,
+    pub short_frames: u64,
+    pub crc_errors: u64,
+    pub desc_errors: u64,
+    pub irqs: u64,
+    pub revocations: u64,
+    pub event_overflows: u64,
+    pub dma_timeouts: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SimulatorPacing {
+    /// Chunks the simulator wrote more than one chunk period late.
+    pub chunks_late: u64,
+    pub max_lateness_ms: f64,
+}
+
+impl From<Option<Percentiles<u64>>> for LatencyMs {
+    fn from(p: Option<Percentiles<u64>>) -> Self {
+        p.map_or_else(LatencyMs::default, |p| {
+            let p = p.map(|ns| ns as f64 / 1e6);
+            LatencyMs {
+                samples: p.samples,
+                p50: p.p50,
+                p99: p.p99,
+                p99_9: p.p999,
+                max: p.max,
+            }
+        })
+    }
+}
+
+impl Summary {
+    /// The summary of a run of `cfg`.
+    pub fn new(cfg: &RadardConfig, r: &RunReport) -> Self {
+        let snap = &r.snapshot;
+        let f = &r.figures;
+        Summary {
+            version: SUMMARY_VERSION,
+            source: r.source.clone(),
+            backend: r.backend.0.clone(),
+            backend_reason: r.backend.1.clone(),
+            chunk_streaming: r.chunk_streaming,
+            chunks_streamed: snap.chunks_streamed,
+            chunk_errors: snap.chunk_errors,
+            frames_streamed: r.frames_streamed,
+            content: format!("{:?}", cfg.source.content),
+            end: match &r.result {
+                Ok(LoopEnd::FrameLimit) => "frame limit reached".to_string(),
+                Ok(LoopEnd::StopRequested) => "stopped by signal".to_string(),
+                Err(e) => format!("error: {e}"),
+            },
+            policy: format!("{:?}", cfg.frame_loop.policy),
+            frames: snap.frames_processed,
+            frames_produced: snap.frames_produced,
+            dropped: Dropped {
+                at_source: snap.dropped(DropReason::AtSource),
+                late: snap.dropped(DropReason::Late),
+                short: snap.dropped(DropReason::Short),
+                crc: snap.dropped(DropReason::Crc),
+                error: snap.dropped(DropReason::Error),
+            },
+            ledger_closed: snap.ledger_closes(),
+            deadline_misses: snap.deadline_misses,
+            source_timeouts: snap.source_timeouts,
+            payload_errors: if cfg.source.content == Content::TestPattern {
+                snap.dropped(DropReason::Crc)
+            } else {
+                0
+            },
+            sequence_errors: snap.sequence_errors,
+            log_records_lost: snap.frame_lines_lost,
+            frame_period_ms: cfg.frame_period().map(|p| p.as_secs_f64() * 1e3),
+            latency_ms: r.latency_ns.into(),
+            processing_ms: r.processing_ns.into(),
+            loop_cpu_us_per_frame: (f.loop_cpu_frames > 0)
+                .then(|| f.loop_cpu_total_ns as f64 / 1e3 / f.loop_cpu_frames as f64),
+            rss_warm_kib: f.rss_warm_kib,
+            rss_end_kib: r.rss_end_kib,
+            health: snap.health().name().to_string(),
+            watchdog_pings: f.watchdog_pings,
+            sinks: r
+                .sink_names
+                .iter()
+                .zip(&snap.sinks)
+                .map(|(n, c)| SinkSummary {
+                    name: n.clone(),
+                    sent: c.sent,
+                    queue_full: c.queue_full,
+                    errors: c.errors,
+                })
+                .collect(),
+            source_counters: r.source_counters.map(|c| SourceCounters {
+                frames: c.frames,
+                chunks: c.chunks,
+                drops_no_slot: c.drops_no_slot,
+                drops_fault: c.drops_fault,
+                short_frames: c.short_frames,
+                crc_errors: c.crc_errors,
+                desc_errors: c.desc_errors,
+                irqs: c.irqs,
+                revocations: c.revocations,
+                event_overflows: c.event_overflows,
+                dma_timeouts: c.dma_timeouts,
+            }),
+            telemetry: r.telemetry.clone(),
+            threads: r.threads.clone(),
+            steal_ms: r.steal_ms,
+            simulator_pacing: r.simulator_pacing.map(|(late, max_ns)| SimulatorPacing {
+                chunks_late: late,
+                max_lateness_ms: max_ns as f64 / 1e6,
+            }),
+        }
+    }
+
+    /// Clean: no payload error, sequence break or deadline miss.
+    pub fn run_end(&self) -> RunEnd {
+        if self.payload_errors == 0 && self.sequence_errors == 0 && self.deadline_misses == 0 {
+            RunEnd::Clean
+        } else {
+            RunEnd::WithErrors
+        }
+    }
+
+    /// Writes the JSON (pretty, one trailing newline) to `path`.
+    pub fn write_json(&self, path: &Path) -> Result<(), RadardError> {
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(path, text + "\n").map_err(|source| RadardError::WriteSummary {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
+
+/// The `summary:` lines, each ending in a newline.
+impl fmt::Display for Summary {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self;
+        writeln!(out, "summary: {} ({} frames)", s.end, s.frames)?;
+        writeln!(
+            out,
+            "summary: source={} backend={} content={}",
+            s.source, s.backend, s.content
+        )?;
+        writeln!(
+            out,
+            "summary: chunk_streaming={} chunks_streamed={} chunk_errors={} frames_streamed={}",
+            s.chunk_streaming, s.chunks_streamed, s.chunk_errors, s.frames_streamed
+        )?;
+        let d = &s.dropped;
+        writeln!(
+            out,
+            "summary: ledger produced={} = processed {} + dropped {} (at_source={} late={} short={} crc={} error={}): {}",
+            s.frames_produced,
+            s.frames,
+            d.at_source + d.late + d.short + d.crc + d.error,
+            d.at_source,
+            d.late,
+            d.short,
+            d.crc,
+            d.error,
+            if s.ledger_closed { "closed" } else { "OPEN" }
+        )?;
+        writeln!(
+            out,
+            "summary: policy={} deadline_misses={} source_timeouts={} payload_errors={} sequence_errors={} log_lost={}",
+            s.policy,
+            s.deadline_misses,
+            s.source_timeouts,
+            s.payload_errors,
+            s.sequence_errors,
+            s.log_records_lost
+        )?;
+        for (what, l) in [
+            ("capture to detections", &s.latency_ms),
+            ("event to detections", &s.processing_ms),
+        ] {
+            writeln!(
+                out,
+                "summary: latency ms ({what}, {} frames): p50 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}{}",
+                l.samples,
+                l.p50,
+                l.p99,
+                l.p99_9,
+                l.max,
+                s.frame_period_ms
+                    .map_or(String::new(), |p| format!("  (period {p:.3})"))
+            )?;
+        }
+        let kib = |v: Option<u64>| v.map_or("-".to_string(), |k| format!("{k} KiB"));
+        writeln!(
+            out,
+            "summary: loop_cpu={} rss_warm={} rss_end={} health={} watchdog_pings={}",
+            s.loop_cpu_us_per_frame
+                .map_or("-".to_string(), |c| format!("{c:.1} us/frame")),
+            kib(s.rss_warm_kib),
+            kib(s.rss_end_kib),
+            s.health,
+            s.watchdog_pings
+        )?;
+        for (i, k) in s.sinks.iter().enumerate() {
+            writeln!(
+                out,
+                "summary: sink[{i}] {} sent={} queue_full={} errors={}",
+                k.name, k.sent, k.queue_full, k.errors
+            )?;
+        }
+        if let Some(c) = &s.source_counters {
+            writeln!(
+                out,
+                "summary: counters frames={} chunks={} drops_no_slot={} drops_fault={} short={} crc_errors={} desc_errors={} irqs={} revocations={} event_overflows={} dma_timeouts={}",
+                c.frames,
+                c.chunks,
+                c.drops_no_slot,
+                c.drops_fault,
+                c.short_frames,
+                c.crc_errors,
+                c.desc_errors,
+                c.irqs,
+                c.revocations,
+                c.event_overflows,
+                c.dma_timeouts
+            )?;
+        }
+        if let Some(t) = &s.telemetry {
+            writeln!(out, "summary: telemetry {t}")?;
+        }
+        for t in &s.threads {
+            writeln!(
+                out,
+                "summary: thread {} cpu={:.1}ms waited_for_cpu={:.1}ms preempted={} sleeps={}",
+                t.name, t.cpu_ms, t.runq_wait_ms, t.involuntary, t.voluntary
+            )?;
+        }
+        if let Some(p) = &s.simulator_pacing {
+            writeln!(
+                out,
+                "summary: simulator chunks_late={} max_lateness={:.3}ms (chunks it wrote more than a chunk period after they were due: frames late from the source)",
+                p.chunks_late, p.max_lateness_ms
+            )?;
+        }
+        if let Some(steal) = s.steal_ms {
+            writeln!(
+                out,
+                "summary: steal={steal:.1}ms (CPU time the hypervisor took)"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The percentiles are the nearest rank of the latencies, in ms: of
+    /// 1..=8 ms, p50 is the 4th value (rank ceil(0.5 x 8)), p99 and p99.9
+    /// the 8th.
+    #[test]
+    fn latency_percentiles_are_nearest_rank_in_ms() {
+        let ns: Vec<u64> = (1..=8).map(|ms| ms * 1_000_000).collect();
+        let l = LatencyMs::from(Percentiles::of_sorted(&ns));
+        assert_eq!(
+            (l.samples, l.p50, l.p99, l.p99_9, l.max),
+            (8, 4.0, 8.0, 8.0, 8.0)
+        );
+        let none = LatencyMs::from(None);
+        assert_eq!((none.samples, none.p50, none.max), (0, 0.0, 0.0));
+    }
+}
