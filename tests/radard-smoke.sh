@@ -24,7 +24,7 @@ check "test pattern: 2000 frames" test "$(json "$out/pattern.json" "['frames']")
 check "test pattern: no payload errors" test "$(json "$out/pattern.json" "['payload_errors']")" -eq 0
 check "test pattern: sequence continuous or explained by drops" test "$(json "$out/pattern.json" "['sequence_errors']")" -eq 0
 check "test pattern: drops explained by the source's counter" test \
-	"$(json "$out/pattern.json" "['dropped_at_source']")" -le \
+	"$(json "$out/pattern.json" "['dropped']['at_source']")" -le \
 	"$(json "$out/pattern.json" "['source_counters']['drops_no_slot'] + 0")"
 
 # 2. The built-in scene through the CPU backend at full speed.

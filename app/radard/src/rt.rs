@@ -1,5 +1,6 @@
 //! Real-time set-up of the frame loop's thread: locked memory, SCHED_FIFO,
-//! CPU affinity, prefaulted stack (DESIGN.md section 7).
+//! CPU affinity, prefaulted stack (the real-time requirements:
+//! docs/requirements.md).
 //!
 //! Missing privileges are reported, and the loop goes on best-effort unless
 //! `strict` asks to refuse.

@@ -1,5 +1,5 @@
 //! Bad input to the radard binary: each a clear message naming the key or
-//! file, a non-zero exit status, never a panic (DESIGN.md rule 4).
+//! file, a non-zero exit status, never a panic.
 //! (Recorded files that are truncated or damaged: `record_replay.rs`.)
 
 use std::process::{Command, Output};

@@ -1,5 +1,5 @@
-//! The frame loop allocates nothing after warm-up (docs/requirements.md: the
-//! hot loop): a global allocator counts the allocations made by the loop's thread
+//! The frame loop allocates nothing after warm-up (docs/requirements.md,
+//! real time): a global allocator counts the allocations made by the loop's thread
 //! between the end of warm-up and the end of the run, for the verified test
 //! pattern, for the scene content through the CPU backend, and for the scene
 //! with chunk events on through the best backend here: CUDA in

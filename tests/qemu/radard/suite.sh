@@ -57,8 +57,9 @@ config_for() {
 	awk -v f="$D/scene-$1.toml" '{ print } /^\[source\]/ { print "scene_file = \"" f "\"" }' \
 		"$D/radard.toml" >"$OUT/$1.toml"
 }
-json_count() { # FILE KEY: a top-level count of radard's --stats-json
-	sed -n "s/^  \"$2\": \\([0-9]*\\),*\$/\\1/p" "$1"
+json_count() { # FILE KEY [INDENT]: a count in radard's --stats-json, top level or
+	# INDENT spaces deep (4: a key of "dropped")
+	sed -n "s/^${3:-  }\"$2\": \\([0-9]*\\),*\$/\\1/p" "$1"
 }
 # A finished run: exit 0, or 3 when deadlines were missed (TCG is slow) but
 # no frame had a sequence or payload error.
@@ -134,7 +135,7 @@ scene_run() { # SCENE FRAMES
 		n=$(echo "$check" | sed -n 's/^frames=\([0-9]*\).*/\1/p')
 		frames_verified=$((frames_verified + n))
 		misses=$(json_count "$OUT/$s.json" deadline_misses)
-		drops=$(json_count "$OUT/$s.json" dropped_at_source)
+		drops=$(json_count "$OUT/$s.json" at_source "    ")
 		passed "scene $s: $check (deadline misses ${misses:-?}, dropped at source ${drops:-?})"
 	else
 		failed "scene $s: $(echo "$check" | head -n 3 | tr '\n' ' ')"
