@@ -5,7 +5,8 @@
 
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Parser, ValueEnum};
 use radar_dsp::BackendKind;
 use radard::RadardError;
 use radard::config::{Content, LoopPolicy, RadardConfig, ReplayRate, SinkConfig, SourceKind};
@@ -31,7 +32,7 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub device: Option<u32>,
     /// Processing backend (backend.kind).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_parser = values_of::<BackendKind>())]
     pub backend: Option<BackendKind>,
     /// Process whole frames only: no chunk events, no chunk-streamed work
     /// (backend.stream_chunks = false).
@@ -57,7 +58,7 @@ pub struct Cli {
     #[arg(long = "sink", value_name = "KIND[:WHERE]", global = true)]
     pub sinks: Vec<String>,
     /// What the loop does when it falls behind ([loop] policy).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_parser = values_of::<LoopPolicy>())]
     pub policy: Option<LoopPolicy>,
     /// Where the health verdict goes (health.state_file).
     #[arg(long, global = true)]
@@ -107,6 +108,16 @@ pub enum Command {
         #[arg(long)]
         input: PathBuf,
     },
+}
+
+/// The values of an enum option, listed on its line of `--help`
+/// (`[possible values: ...]`; their descriptions are the configuration's).
+fn values_of<T: ValueEnum + Clone + Send + Sync + 'static>() -> impl TypedValueParser<Value = T> {
+    let values = T::value_variants()
+        .iter()
+        .filter_map(ValueEnum::to_possible_value)
+        .map(|v| v.help(None));
+    PossibleValuesParser::new(values).try_map(|name: String| T::from_str(&name, false))
 }
 
 impl Cli {

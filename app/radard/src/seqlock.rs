@@ -5,9 +5,10 @@
 //! write is detected by the sequence number and retried, never undefined
 //! behaviour.
 //!
-//! The value is copied as bytes, so `T` is `bytemuck::Pod`: no padding, and
+//! The value is copied as words, so `T` is `bytemuck::Pod`: no padding, and
 //! any bits make a valid value (each type stored here derives `Pod`, which
-//! checks that at compile time). Its size must be a whole number of words.
+//! checks that at compile time). Its size must be a whole number of words
+//! and its alignment at least a word's (checked when the lock is made).
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering, fence};
@@ -32,13 +33,15 @@ impl<T: Pod> Default for SeqLock<T> {
 impl<T: Pod> SeqLock<T> {
     const WORDS: usize = {
         assert!(
-            std::mem::size_of::<T>().is_multiple_of(WORD),
-            "a SeqLock value is a whole number of 8-byte words"
+            std::mem::size_of::<T>().is_multiple_of(WORD)
+                && std::mem::align_of::<T>() >= std::mem::align_of::<u64>(),
+            "a SeqLock value is a whole number of aligned 8-byte words"
         );
         std::mem::size_of::<T>() / WORD
     };
 
     pub fn new() -> Self {
+        debug_assert!(Self::WORDS > 0);
         SeqLock {
             seq: AtomicU64::new(0),
             words: (0..Self::WORDS).map(|_| AtomicU64::new(0)).collect(),
@@ -51,9 +54,10 @@ impl<T: Pod> SeqLock<T> {
         let s = self.seq.load(Ordering::Relaxed);
         self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
-        let bytes = bytemuck::bytes_of(v);
-        for (word, chunk) in self.words.iter().zip(bytes.chunks_exact(WORD)) {
-            word.store(bytemuck::pod_read_unaligned(chunk), Ordering::Relaxed);
+        // Cannot fail: T is whole aligned words (WORDS).
+        let src: &[u64] = bytemuck::cast_slice(std::slice::from_ref(v));
+        for (word, v) in self.words.iter().zip(src) {
+            word.store(*v, Ordering::Relaxed);
         }
         self.seq.store(s.wrapping_add(2), Ordering::Release);
     }
@@ -70,9 +74,9 @@ impl<T: Pod> SeqLock<T> {
                 std::hint::spin_loop();
                 continue;
             }
-            let bytes = bytemuck::bytes_of_mut(&mut out);
-            for (chunk, word) in bytes.chunks_exact_mut(WORD).zip(self.words.iter()) {
-                chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
+            let dst: &mut [u64] = bytemuck::cast_slice_mut(std::slice::from_mut(&mut out));
+            for (d, word) in dst.iter_mut().zip(self.words.iter()) {
+                *d = word.load(Ordering::Relaxed);
             }
             fence(Ordering::Acquire);
             if self.seq.load(Ordering::Relaxed) == s1 {
