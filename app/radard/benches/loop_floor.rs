@@ -294,7 +294,6 @@ fn run_frames(case: &Case, seconds: f64, cpu: Option<usize>) -> Result<CaseResul
         count += 1;
     }
     let total = cpu_now(&clk) - total_start;
-    drop(backend);
     unit.source.as_dyn_mut().stop().map_err(|e| e.to_string())?;
     let n = frames_wanted as f64;
     let us = |ns: u64| ns as f64 / 1e3 / n;

@@ -203,7 +203,6 @@ fn run_case(case: &Case) -> Outcome {
     while consumer.dequeue().is_some() {
         lines += 1;
     }
-    drop(ctx);
     let _ = unit.source.as_dyn_mut().stop();
     let board = resources.board.clone();
     let snap = board.snapshot();

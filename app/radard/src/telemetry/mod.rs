@@ -69,6 +69,8 @@ pub enum ReaderKind {
     Sysfs,
 }
 
+/// Words of a sample in the cell: source, count, then (tag, value) per
+/// reading; the governor's 16 bytes take two value words.
 const WORDS: usize = 2 + 6 * 2 + 3;
 
 fn put<T: Copy + Into<u64>>(w: &mut [u64], i: usize, r: Reading<T>) {

@@ -256,9 +256,6 @@ impl fmt::Display for Sample {
     }
 }
 
-/// Words of a sample in the cell: source, count, then (tag, value) per
-/// reading; the governor's 16 bytes take two value words.
-
 /// A source of samples.
 pub trait Reader: Send {
     fn source(&self) -> SourceName;
