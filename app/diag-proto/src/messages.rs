@@ -148,6 +148,8 @@ pub struct Stats {
     pub frames: u64,
     pub deadline_misses: u64,
     pub deadline_us: Option<f32>,
+    /// Percentiles of the histogram by nearest rank: the upper edge of the
+    /// bin holding the rank, never above `latency_max_us`.
     pub latency_p50_us: f32,
     pub latency_p99_us: f32,
     pub latency_p999_us: f32,
