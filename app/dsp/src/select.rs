@@ -9,12 +9,28 @@ use crate::cpu::CpuBackend;
 use crate::cuda::{CudaBackend, CudaOptions};
 use crate::error::DspError;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// Which backend runs the chain. Spelled `auto`, `cuda` and `cpu` on
+/// command lines, in TOML and in text.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum BackendKind {
     /// CUDA when it can be used, else the CPU.
     #[default]
     Auto,
+    /// The CUDA backend; an error when it cannot start.
     Cuda,
+    /// The CPU reference backend.
     Cpu,
 }
 
@@ -22,14 +38,8 @@ impl FromStr for BackendKind {
     type Err = DspError;
 
     fn from_str(s: &str) -> Result<Self, DspError> {
-        match s {
-            "auto" => Ok(BackendKind::Auto),
-            "cuda" => Ok(BackendKind::Cuda),
-            "cpu" => Ok(BackendKind::Cpu),
-            other => Err(DspError::Parse(format!(
-                "unknown backend {other:?} (auto, cuda, cpu)"
-            ))),
-        }
+        <BackendKind as clap::ValueEnum>::from_str(s, false)
+            .map_err(|_| DspError::Parse(format!("unknown backend {s:?} (auto, cuda, cpu)")))
     }
 }
 
@@ -140,5 +150,30 @@ mod tests {
                 assert!(matches!(e, DspError::Cuda(_)), "{e}");
             }
         }
+    }
+
+    /// `auto`, `cuda` and `cpu`, whichever way they come in or go out.
+    #[test]
+    fn backend_kind_spellings() {
+        use clap::ValueEnum;
+        for (k, text) in [
+            (BackendKind::Auto, "auto"),
+            (BackendKind::Cuda, "cuda"),
+            (BackendKind::Cpu, "cpu"),
+        ] {
+            assert_eq!(k.to_string(), text);
+            assert_eq!(text.parse::<BackendKind>().expect("FromStr"), k);
+            assert_eq!(<BackendKind as ValueEnum>::from_str(text, false), Ok(k));
+            assert_eq!(
+                serde_json::to_string(&k).expect("serialize"),
+                format!("\"{text}\"")
+            );
+            let back: BackendKind =
+                serde_json::from_str(&format!("\"{text}\"")).expect("deserialize");
+            assert_eq!(back, k);
+        }
+        assert_eq!(BackendKind::value_variants().len(), 3);
+        let e = "gpu".parse::<BackendKind>().expect_err("unknown backend");
+        assert!(e.to_string().contains("auto, cuda, cpu"), "{e}");
     }
 }

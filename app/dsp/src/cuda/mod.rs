@@ -10,6 +10,7 @@
 mod device;
 mod fft;
 mod mapped;
+mod options;
 mod pipeline;
 
 use std::cell::Cell;
@@ -23,7 +24,8 @@ use crate::detection::Detections;
 use crate::error::DspError;
 
 pub use mapped::MappedHostBuffer;
-pub use pipeline::{CudaOptions, GpuWait, MAX_STREAMED_CHUNKS, SelectAt, StageTiming};
+pub use options::{CudaOptions, GpuWait, SelectAt};
+pub use pipeline::{MAX_STREAMED_CHUNKS, StageTiming};
 
 use pipeline::{Pipeline, SlotGraph};
 
@@ -569,42 +571,6 @@ const _: () = assert!(std::mem::size_of::<pipeline::OutHeader>() == 16);
 mod tests {
     use super::*;
 
-    /// Launch options parse to what they say; anything the kernels cannot
-    /// take is an error naming the option, never a panic later.
-    #[test]
-    fn options_parse_and_validate() {
-        let o = CudaOptions::parse("pdl=off, select=kernel,cfar=32x16,unroll=2,split=4,wait=block")
-            .expect("valid options");
-        assert_eq!(o.wait, GpuWait::Block);
-        assert_eq!(o.pdl, Some(false));
-        assert_eq!(o.select, SelectAt::Kernel);
-        assert_eq!(o.cfar_tile, (32, 16));
-        assert_eq!((o.convert_unroll, o.power_split), (2, 4));
-        assert_eq!(
-            CudaOptions::parse("").expect("empty"),
-            CudaOptions::default()
-        );
-        assert!(CudaOptions::default().validate().is_ok());
-        for bad in [
-            "pdl=maybe",
-            "select=cfar",
-            "cfar=0x32",
-            "cfar=33x33",
-            "cfar=8x3",
-            "cfar=8",
-            "split=3",
-            "unroll=16",
-            "unroll=-1",
-            "x",
-            "pdl",
-        ] {
-            match CudaOptions::parse(bad) {
-                Err(DspError::Config { key, .. }) => assert!(key.starts_with("cuda options")),
-                other => panic!("{bad}: {other:?}"),
-            }
-        }
-    }
-
     /// NVRTC needs no GPU: where libnvrtc loads, the kernels must compile
     /// for Orin (sm_87) and Hopper (sm_90) with the default and a custom
     /// configuration. Set RADAR_PTX_DIR to keep the PTX (for ptxas -v).
@@ -622,7 +588,7 @@ mod tests {
         custom.chain.max_detections = 100;
         for (name, cfg) in [("default", ChainConfig::default()), ("custom", custom)] {
             for cc in [(8, 7), (9, 0)] {
-                let ptx = pipeline::compile_kernels(&cfg, cc, pipeline::KernelShape::DEFAULT)
+                let ptx = pipeline::compile_kernels(&cfg, cc, options::KernelShape::DEFAULT)
                     .unwrap_or_else(|e| panic!("{name} sm_{}{}: {e}", cc.0, cc.1));
                 let text = ptx.to_src();
                 for k in [

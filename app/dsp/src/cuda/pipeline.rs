@@ -18,12 +18,10 @@ use super::cuda_err;
 use super::device::DeviceBuffer;
 use super::fft::{FftPlan, Layout};
 use super::mapped::MappedHostBuffer;
+use super::options::{CudaOptions, KernelShape, SelectAt};
 
 const KERNELS_CU: &str = include_str!("kernels.cu");
 
-/// CFAR tile per block (cells, one thread each), Doppler x range, unless
-/// CudaOptions::cfar_tile says otherwise.
-const CFAR_TILE: (usize, usize) = (16, 32);
 /// Static shared memory a block may use without opting in.
 const SHARED_LIMIT: usize = 48 * 1024;
 /// refine_output keeps the output keys of all kept detections in shared
@@ -31,142 +29,11 @@ const SHARED_LIMIT: usize = 48 * 1024;
 pub const MAX_DETECTIONS_LIMIT: usize = 4096;
 /// Warps per block of refine_output (REFINE_WARPS in kernels.cu).
 const REFINE_WARPS: usize = 8;
-/// Pairs of samples per thread of convert_window (CONVERT_UNROLL),
-/// unless CudaOptions::convert_unroll says otherwise.
-const CONVERT_UNROLL: usize = 4;
-/// Lanes that share one power_map item (POWER_SPLIT), unless
-/// CudaOptions::power_split says otherwise.
-const POWER_SPLIT: usize = 2;
 /// The most kernel arguments of any kernel in kernels.cu.
 const MAX_KERNEL_ARGS: usize = 12;
 /// Chunk-streamed mode is set up for frames of 2 to this many DMA chunks
 /// (a graph per chunk and slot; the landed chunks are a bit mask).
 pub const MAX_STREAMED_CHUNKS: usize = 64;
-
-/// Where step 7 over the detection cap (select_overflow) runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SelectAt {
-    /// In a select_overflow kernel between cfar_peaks and the angle FFT,
-    /// every frame (it returns at once under the cap).
-    Kernel,
-    /// Not in the frame's graph: when the frame's header says it went over
-    /// the cap, `wait` launches a second graph (select_overflow, angle FFT,
-    /// refine_output) that redoes the tail with the kept detections.
-    HostFallback,
-}
-
-/// How the host thread waits for a frame's work on the GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GpuWait {
-    /// Spin on the CPU: the lowest wake-up latency and no system call, at
-    /// the cost of the loop's CPU time for the whole GPU run.
-    Spin,
-    /// Spin, yielding the CPU between polls.
-    Yield,
-    /// Sleep until the GPU's completion interrupt (a blocking system call):
-    /// the least CPU time, a few microseconds more latency.
-    Block,
-}
-
-/// Choices in how the chain is launched; the defaults are the fastest
-/// measured on the H100 (docs/performance.md). The results do not depend on
-/// them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CudaOptions {
-    /// Launch power_map, cfar_peaks, select_overflow and refine_output as
-    /// programmatic dependents (PDL) of the kernel before them. `None`: on
-    /// devices of compute capability 9.0 and later (PDL needs sm_90).
-    pub pdl: Option<bool>,
-    /// Where the selection over the detection cap runs.
-    pub select: SelectAt,
-    /// CFAR tile (Doppler rows, range bins), one thread a cell: at most
-    /// 1024 cells.
-    pub cfar_tile: (usize, usize),
-    /// Pairs of samples each thread of convert_window converts.
-    pub convert_unroll: usize,
-    /// Lanes summing the channels of one pair of power-map cells.
-    pub power_split: usize,
-    /// How the host waits for the GPU.
-    pub wait: GpuWait,
-}
-
-impl Default for CudaOptions {
-    fn default() -> Self {
-        CudaOptions {
-            pdl: None,
-            select: SelectAt::HostFallback,
-            cfar_tile: KernelShape::DEFAULT.cfar_tile,
-            convert_unroll: KernelShape::DEFAULT.convert_unroll,
-            power_split: KernelShape::DEFAULT.power_split,
-            wait: GpuWait::Spin,
-        }
-    }
-}
-
-impl CudaOptions {
-    /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
-    /// `select=kernel|host`, `cfar=DxR`, `unroll=N`, `split=N`,
-    /// `wait=spin|yield|block`).
-    pub fn parse(text: &str) -> Result<Self, DspError> {
-        let mut o = CudaOptions::default();
-        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let bad = || {
-                DspError::config(
-                    "cuda options",
-                    format!(
-                        "cannot use {item:?} (pdl=on|off|auto, select=kernel|host, cfar=DxR, unroll=1|2|4|8, split=1|2|4|8|16, wait=spin|yield|block)"
-                    ),
-                )
-            };
-            let (k, v) = item.split_once('=').ok_or_else(bad)?;
-            match (k.trim(), v.trim()) {
-                ("pdl", "on") => o.pdl = Some(true),
-                ("pdl", "off") => o.pdl = Some(false),
-                ("pdl", "auto") => o.pdl = None,
-                ("select", "kernel") => o.select = SelectAt::Kernel,
-                ("select", "host") => o.select = SelectAt::HostFallback,
-                ("cfar", tile) => {
-                    let (d, r) = tile.split_once('x').ok_or_else(bad)?;
-                    let d: usize = d.parse().map_err(|_| bad())?;
-                    let r: usize = r.parse().map_err(|_| bad())?;
-                    o.cfar_tile = (d, r);
-                }
-                ("split", n) => o.power_split = n.parse().map_err(|_| bad())?,
-                ("unroll", n) => o.convert_unroll = n.parse().map_err(|_| bad())?,
-                ("wait", "spin") => o.wait = GpuWait::Spin,
-                ("wait", "yield") => o.wait = GpuWait::Yield,
-                ("wait", "block") => o.wait = GpuWait::Block,
-                _ => return Err(bad()),
-            }
-        }
-        o.validate()?;
-        Ok(o)
-    }
-
-    /// The kernels' limits on the shape choices.
-    pub fn validate(&self) -> Result<(), DspError> {
-        let (d, r) = self.cfar_tile;
-        if d == 0 || r == 0 || d * r > 1024 || (d * r) % 32 != 0 {
-            return Err(DspError::config(
-                "cuda options cfar",
-                format!("a {d}x{r} tile: one thread a cell, whole warps, at most 1024"),
-            ));
-        }
-        if !matches!(self.convert_unroll, 1 | 2 | 4 | 8) {
-            return Err(DspError::config(
-                "cuda options unroll",
-                format!("{} (1, 2, 4 or 8)", self.convert_unroll),
-            ));
-        }
-        if !matches!(self.power_split, 1 | 2 | 4 | 8 | 16) {
-            return Err(DspError::config(
-                "cuda options split",
-                format!("{} (1, 2, 4, 8 or 16)", self.power_split),
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// Mirrors `struct OutHeader` in kernels.cu.
 #[repr(C)]
@@ -321,22 +188,6 @@ fn tdm_table(cfg: &ChainConfig) -> Vec<[f32; 2]> {
         }
     }
     t
-}
-
-/// Launch-shape choices baked into the kernels as #defines.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct KernelShape {
-    pub cfar_tile: (usize, usize),
-    pub convert_unroll: usize,
-    pub power_split: usize,
-}
-
-impl KernelShape {
-    pub const DEFAULT: KernelShape = KernelShape {
-        cfar_tile: CFAR_TILE,
-        convert_unroll: CONVERT_UNROLL,
-        power_split: POWER_SPLIT,
-    };
 }
 
 fn nvrtc_source(cfg: &ChainConfig, shape: KernelShape) -> String {
