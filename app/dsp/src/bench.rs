@@ -35,7 +35,7 @@ use serde::Serialize;
 use crate::backend::{Backend, FrameInput, SlotAddr, SlotFrame};
 use crate::config::ChainConfig;
 use crate::cpu::CpuBackend;
-use crate::cuda::{CudaBackend, CudaOptions, GraphSet, MappedHostBuffer};
+use crate::cuda::{CudaBackend, CudaOptions, GraphSet, MappedHostBuffer, Mapping};
 use crate::detection::Detections;
 use crate::error::DspError;
 use crate::scene::{Scene, SceneGenerator, Target};
@@ -714,9 +714,10 @@ fn run_cuda(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     report.pdl = Some(backend.pdl());
 
     // The ring: one mapped pinned allocation per slot, each a different frame.
+    let ctx = cuda_mem::primary_context()?;
     let mut ring = Vec::with_capacity(opts.slots);
     for k in 0..opts.slots {
-        let mut buf = backend.mapped_buffer(fb)?;
+        let mut buf = MappedHostBuffer::new(&ctx, fb, Mapping::default())?;
         generate(cfg, k, opts.seed, &mut buf.as_mut_slice()[..fb])?;
         ring.push(buf);
     }

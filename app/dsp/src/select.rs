@@ -147,7 +147,7 @@ mod tests {
                 let e = select_backend(BackendKind::Cuda, &cfg)
                     .err()
                     .expect("cuda without CUDA must fail");
-                assert!(matches!(e, DspError::Cuda(_)), "{e}");
+                assert!(e.is_cuda(), "{e}");
             }
         }
     }

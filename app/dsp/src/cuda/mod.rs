@@ -5,17 +5,16 @@
 //!
 //! cudarc loads libcuda, libnvrtc and libcufft at run time and panics when
 //! one is missing, so [`probe`] checks all three before the first cudarc
-//! call; every failure after that is a [`DspError::Cuda`], never a panic.
+//! call; every failure after that is a [`DspError`], never a panic.
 
-mod device;
 mod fft;
-mod mapped;
 mod options;
 mod pipeline;
 
 use std::cell::Cell;
 use std::sync::Arc;
 
+use cuda_mem::{Library, cuda_err};
 use cudarc::driver::{CudaContext, CudaGraph, sys};
 
 use crate::backend::{Backend, FrameInput, SlotAddr, SlotFrame};
@@ -23,7 +22,7 @@ use crate::config::ChainConfig;
 use crate::detection::Detections;
 use crate::error::DspError;
 
-pub use mapped::MappedHostBuffer;
+pub use cuda_mem::{MappedHostBuffer, Mapping};
 pub use options::{CudaOptions, GpuWait, SelectAt};
 pub use pipeline::{MAX_STREAMED_CHUNKS, StageTiming};
 
@@ -47,43 +46,15 @@ impl std::fmt::Display for DeviceInfo {
     }
 }
 
-/// Names of the CUDA libraries that cannot be loaded (empty when all can).
-pub fn missing_libraries() -> Vec<&'static str> {
-    let mut missing = Vec::new();
-    // SAFETY: each check only tries to dlopen the library under the names
-    // cudarc would use, and closes it again; no CUDA function is called.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        missing.push("libcuda");
-    }
-    // SAFETY: as above.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        missing.push("libnvrtc");
-    }
-    // SAFETY: as above.
-    if !unsafe { cudarc::cufft::sys::is_culib_present() } {
-        missing.push("libcufft");
-    }
-    missing
-}
+/// The libraries the backend loads: the driver, NVRTC and cuFFT.
+const LIBRARIES: [Library; 3] = [Library::Driver, Library::Nvrtc, Library::Cufft];
 
 /// Whether the CUDA backend can run here: the three libraries load, the
 /// driver initialises and device 0 exists. The error says why not.
-pub fn probe() -> Result<DeviceInfo, String> {
-    let missing = missing_libraries();
-    if !missing.is_empty() {
-        return Err(format!(
-            "cannot load {} (searched the names cudarc tries, e.g. libcuda.so, libnvrtc.so, libcufft.so; set LD_LIBRARY_PATH)",
-            missing.join(", ")
-        ));
-    }
-    cudarc::driver::result::init().map_err(|e| format!("cuInit failed: {e:?}"))?;
-    let count = cudarc::driver::result::device::get_count()
-        .map_err(|e| format!("cuDeviceGetCount failed: {e:?}"))?;
-    if count < 1 {
-        return Err("the CUDA driver reports no device".to_string());
-    }
-    let ctx = CudaContext::new(0).map_err(|e| format!("cannot open device 0: {e:?}"))?;
-    device_info(&ctx).map_err(|e| e.to_string())
+pub fn probe() -> Result<DeviceInfo, DspError> {
+    Library::require(&LIBRARIES)?;
+    let ctx = cuda_mem::primary_context()?;
+    device_info(&ctx)
 }
 
 fn device_info(ctx: &Arc<CudaContext>) -> Result<DeviceInfo, DspError> {
@@ -94,11 +65,6 @@ fn device_info(ctx: &Arc<CudaContext>) -> Result<DeviceInfo, DspError> {
             .compute_capability()
             .map_err(cuda_err("compute capability"))?,
     })
-}
-
-/// Map any cudarc error to a `DspError::Cuda` that says what was attempted.
-pub(crate) fn cuda_err<E: std::fmt::Debug>(what: &'static str) -> impl FnOnce(E) -> DspError {
-    move |e| DspError::Cuda(format!("{what}: {e:?}"))
 }
 
 /// The CUDA implementation of spec v1.
@@ -155,20 +121,8 @@ impl CudaBackend {
     /// [`Self::new`] with launch choices other than the defaults.
     pub fn with_options(cfg: &ChainConfig, opts: &CudaOptions) -> Result<Self, DspError> {
         cfg.validate()?;
-        let missing = missing_libraries();
-        if !missing.is_empty() {
-            return Err(DspError::Cuda(format!(
-                "cannot load {} (set LD_LIBRARY_PATH)",
-                missing.join(", ")
-            )));
-        }
-        cudarc::driver::result::init().map_err(cuda_err("cuInit"))?;
-        let count =
-            cudarc::driver::result::device::get_count().map_err(cuda_err("cuDeviceGetCount"))?;
-        if count < 1 {
-            return Err(DspError::Cuda("no CUDA device".to_string()));
-        }
-        let ctx = CudaContext::new(0).map_err(cuda_err("open device 0"))?;
+        Library::require(&LIBRARIES)?;
+        let ctx = cuda_mem::primary_context()?;
         let info = device_info(&ctx)?;
         // By default spin, do not sleep, while waiting for a frame's work:
         // the lowest wake-up latency, and no system call in the real-time
@@ -293,10 +247,11 @@ impl CudaBackend {
                 }
                 st.finish
                     .launch()
-                    .map_err(cuda_err("graph launch (finish)"))
+                    .map_err(cuda_err("graph launch (finish)"))?;
             }
-            _ => g.graph.launch().map_err(cuda_err("graph launch")),
+            _ => g.graph.launch().map_err(cuda_err("graph launch"))?,
         }
+        Ok(())
     }
 
     /// Copy a frame into device memory once and capture a graph that reads
@@ -315,21 +270,16 @@ impl CudaBackend {
         let g = self
             .resident
             .get(index)
-            .ok_or_else(|| DspError::Cuda(format!("no resident frame {index}")))?;
+            .ok_or_else(|| DspError::CudaRequest(format!("no resident frame {index}")))?;
         self.forget_chunks();
-        g.graph.launch().map_err(cuda_err("graph launch"))
+        g.graph.launch().map_err(cuda_err("graph launch"))?;
+        Ok(())
     }
 
     /// Queue an empty kernel on the chain's stream without waiting for it
     /// (bench experiments: wake the GPU shortly before a frame is due).
     pub fn wake(&self) -> Result<(), DspError> {
         self.pipeline.wake()
-    }
-
-    /// A mapped pinned buffer in this backend's context (for rings in tests
-    /// and benchmarks; the appliance's ring comes from tegra-p2p).
-    pub fn mapped_buffer(&self, bytes: usize) -> Result<MappedHostBuffer, DspError> {
-        self.pipeline.mapped_buffer(bytes)
     }
 
     /// GPU time (us) of `reps` graph replays of `set`, events around each
@@ -351,7 +301,7 @@ impl CudaBackend {
         };
         let n = inputs.min(graphs.len());
         if n == 0 {
-            return Err(DspError::Cuda(
+            return Err(DspError::CudaRequest(
                 "graph_gpu_times: no inputs prepared".to_string(),
             ));
         }
@@ -373,7 +323,7 @@ impl CudaBackend {
                     &st.finish
                 }
                 (GraphSet::Finish, None) => {
-                    return Err(DspError::Cuda(
+                    return Err(DspError::CudaRequest(
                         "graph_gpu_times: chunk-streamed mode is not set up".to_string(),
                     ));
                 }
@@ -424,7 +374,7 @@ impl CudaBackend {
             (None, Some(r)) => self.resident.get(r).map(|g| g.input),
             (None, None) => Some(self.staging.input),
         }
-        .ok_or_else(|| DspError::Cuda("stage_times: no such input".to_string()))?;
+        .ok_or_else(|| DspError::CudaRequest("stage_times: no such input".to_string()))?;
         self.forget_chunks();
         self.pipeline.stage_times(input, reps)
     }
@@ -449,18 +399,20 @@ impl Backend for CudaBackend {
         let mut graphs = Vec::with_capacity(slots.len());
         for (i, s) in slots.iter().enumerate() {
             let Some(dptr) = s.device_ptr else {
-                return Err(DspError::Cuda(format!(
+                return Err(DspError::CudaRequest(format!(
                     "slot {i} has no device pointer (the ring is not in mapped pinned memory)"
                 )));
             };
             if s.bytes < self.frame_bytes {
-                return Err(DspError::Cuda(format!(
+                return Err(DspError::CudaRequest(format!(
                     "slot {i} holds {} bytes, a frame needs {}",
                     s.bytes, self.frame_bytes
                 )));
             }
             if dptr % 16 != 0 || s.host_ptr % 16 != 0 {
-                return Err(DspError::Cuda(format!("slot {i} is not 16-byte aligned")));
+                return Err(DspError::CudaRequest(format!(
+                    "slot {i} is not 16-byte aligned"
+                )));
             }
             graphs.push(self.pipeline.slot_graph(dptr, s.host_ptr)?);
         }
@@ -531,7 +483,7 @@ impl Backend for CudaBackend {
                     .staging
                     .mapped
                     .as_mut()
-                    .ok_or_else(|| DspError::Cuda("staging slot missing".to_string()))?;
+                    .ok_or_else(|| DspError::CudaRequest("staging slot missing".to_string()))?;
                 dst.as_mut_slice()[..frame.bytes.len()].copy_from_slice(frame.bytes);
                 self.staging
                     .graph
@@ -576,8 +528,7 @@ mod tests {
     /// configuration. Set RADAR_PTX_DIR to keep the PTX (for ptxas -v).
     #[test]
     fn kernels_compile_with_nvrtc() {
-        // SAFETY: only tries to dlopen libnvrtc.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        if !Library::Nvrtc.is_present() {
             println!("skipped: no libnvrtc");
             return;
         }

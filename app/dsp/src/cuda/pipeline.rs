@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, sys,
+    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, result, sys,
 };
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
 
@@ -14,10 +14,9 @@ use crate::detection::{Detection, Detections};
 use crate::error::DspError;
 use crate::window::hann_periodic;
 
-use super::cuda_err;
-use super::device::DeviceBuffer;
+use cuda_mem::{DeviceMemory as DeviceBuffer, MappedHostBuffer, Mapping, cuda_err};
+
 use super::fft::{FftPlan, Layout};
-use super::mapped::MappedHostBuffer;
 use super::options::{CudaOptions, KernelShape, SelectAt};
 
 const KERNELS_CU: &str = include_str!("kernels.cu");
@@ -141,7 +140,7 @@ impl<'e> Marks<'e> {
         if let Some(ev) = self.events {
             let e = ev
                 .get(self.next)
-                .ok_or_else(|| DspError::Cuda("too few timing events".to_string()))?;
+                .ok_or_else(|| DspError::CudaRequest("too few timing events".to_string()))?;
             e.record(stream).map_err(cuda_err("event record"))?;
         }
         self.next += 1;
@@ -229,11 +228,12 @@ pub(crate) fn compile_kernels(
         options: vec![arch, "--std=c++17".to_string()],
         ..Default::default()
     };
-    compile_ptx_with_opts(nvrtc_source(cfg, shape), opts).map_err(|e| match e {
-        CompileError::CompileError { log, .. } => {
-            DspError::Cuda(format!("NVRTC compile: {}", log.to_string_lossy()))
-        }
-        other => DspError::Cuda(format!("NVRTC: {other:?}")),
+    compile_ptx_with_opts(nvrtc_source(cfg, shape), opts).map_err(|source| {
+        let log = match &source {
+            CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
+            other => other.to_string(),
+        };
+        DspError::Nvrtc { log, source }
     })
 }
 
@@ -290,31 +290,37 @@ impl Pipeline {
             },
         )?;
         let module = ctx.load_module(ptx).map_err(cuda_err("load module"))?;
-        let load = |name: &'static str| {
-            module
-                .load_function(name)
-                .map_err(|e| DspError::Cuda(format!("kernel {name}: {e:?}")))
-        };
+        // The operation names the kernel: "load kernel convert_window".
+        macro_rules! load {
+            ($name:literal) => {
+                module
+                    .load_function($name)
+                    .map_err(cuda_err(concat!("load kernel ", $name)))
+            };
+        }
         let pdl = opts.pdl.unwrap_or(cc.0 >= 9);
         if pdl && cc.0 < 9 {
-            return Err(DspError::Cuda(format!(
-                "programmatic dependent launch needs sm_90 or later, the device is sm_{}{}",
-                cc.0, cc.1
-            )));
+            return Err(DspError::config(
+                "cuda options pdl",
+                format!(
+                    "programmatic dependent launch needs sm_90 or later, the device is sm_{}{}",
+                    cc.0, cc.1
+                ),
+            ));
         }
         let kernels = Kernels {
-            convert: load("convert_window")?,
+            convert: load!("convert_window")?,
             clutter: if cfg.chain.clutter_removal {
-                Some(load("clutter_doppler_window")?)
+                Some(load!("clutter_doppler_window")?)
             } else {
                 None
             },
-            power: load("power_map")?,
-            cfar: load("cfar_peaks")?,
-            select: load("select_overflow")?,
-            refine: load("refine_output")?,
-            gate: load("gate_wait")?,
-            empty: load("empty_kernel")?,
+            power: load!("power_map")?,
+            cfar: load!("cfar_peaks")?,
+            select: load!("select_overflow")?,
+            refine: load!("refine_output")?,
+            gate: load!("gate_wait")?,
+            empty: load!("empty_kernel")?,
             _module: module.clone(),
         };
 
@@ -353,10 +359,12 @@ impl Pipeline {
         let out = MappedHostBuffer::new(
             &ctx,
             std::mem::size_of::<OutHeader>() + max_det * std::mem::size_of::<Detection>(),
+            Mapping::default(),
         )?;
 
         let to_i32 = |v: usize, what: &'static str| {
-            i32::try_from(v).map_err(|_| DspError::Cuda(format!("{what} {v} does not fit cuFFT")))
+            i32::try_from(v)
+                .map_err(|_| DspError::CudaRequest(format!("{what} {v} does not fit cuFFT")))
         };
         let cols = to_i32(g.n_virtual() * g.n_samples, "Doppler batch")?;
         let n_s = to_i32(g.n_samples, "range FFT size")?;
@@ -469,7 +477,9 @@ impl Pipeline {
             .map_err(cuda_err("bind context"))?;
         let mut vals = [0u64; MAX_KERNEL_ARGS];
         if args.len() > MAX_KERNEL_ARGS {
-            return Err(DspError::Cuda(format!("{what}: too many kernel arguments")));
+            return Err(DspError::CudaRequest(format!(
+                "{what}: too many kernel arguments"
+            )));
         }
         vals[..args.len()].copy_from_slice(args);
         let mut params = [std::ptr::null_mut::<std::ffi::c_void>(); MAX_KERNEL_ARGS];
@@ -511,7 +521,8 @@ impl Pipeline {
             )
         }
         .result()
-        .map_err(cuda_err(what))
+        .map_err(cuda_err(what))?;
+        Ok(())
     }
 
     /// Put one frame's work on the stream, reading the frame at `input`.
@@ -541,7 +552,7 @@ impl Pipeline {
             match (&self.plans.range_chunk, self.chunk_rows) {
                 (Some(p), Some(n)) if rows.len() == n && rows.start.is_multiple_of(n) => p,
                 _ => {
-                    return Err(DspError::Cuda(format!(
+                    return Err(DspError::CudaRequest(format!(
                         "range work for rows {rows:?}: not the frame, nor one chunk of it"
                     )));
                 }
@@ -722,7 +733,7 @@ impl Pipeline {
     /// programmatic dependents when `pdl`: what a kernel boundary costs.
     pub fn empty_chain_us(&self, kernels: usize, pdl: bool, reps: usize) -> Result<f64, DspError> {
         if pdl && !self.pdl_capable() {
-            return Err(DspError::Cuda(
+            return Err(DspError::CudaRequest(
                 "programmatic dependent launch needs sm_90 or later".to_string(),
             ));
         }
@@ -791,7 +802,8 @@ impl Pipeline {
             .end_capture(sys::CUgraphInstantiate_flags(0))
             .map_err(cuda_err("end capture"));
         queued?;
-        let graph = graph?.ok_or_else(|| DspError::Cuda("capture gave no graph".to_string()))?;
+        let graph =
+            graph?.ok_or_else(|| DspError::CudaRequest("capture gave no graph".to_string()))?;
         graph.upload().map_err(cuda_err("graph upload"))?;
         let kernels = count_kernel_nodes(&graph)?;
         Ok((graph, kernels))
@@ -801,7 +813,7 @@ impl Pipeline {
     /// graph. The first call also runs the chain once outside a graph, so
     /// that lazily loaded modules (cuFFT's) are loaded before any capture.
     pub fn mapped_slot(&self, frame_bytes: usize) -> Result<SlotGraph, DspError> {
-        let mapped = MappedHostBuffer::new(&self.ctx, frame_bytes)?;
+        let mapped = MappedHostBuffer::new(&self.ctx, frame_bytes, Mapping::default())?;
         self.enqueue(mapped.device_ptr(), None)?;
         self.synchronize()?;
         let (graph, kernels) = self.capture(mapped.device_ptr())?;
@@ -880,10 +892,6 @@ impl Pipeline {
         })
     }
 
-    pub fn mapped_buffer(&self, bytes: usize) -> Result<MappedHostBuffer, DspError> {
-        MappedHostBuffer::new(&self.ctx, bytes)
-    }
-
     pub fn timing_events(&self) -> Result<(CudaEvent, CudaEvent), DspError> {
         let ev = || {
             self.ctx
@@ -923,7 +931,7 @@ impl Pipeline {
 
     /// A mapped word for `close_gate`.
     pub fn new_gate(&self) -> Result<MappedHostBuffer, DspError> {
-        MappedHostBuffer::new(&self.ctx, 4)
+        Ok(MappedHostBuffer::new(&self.ctx, 4, Mapping::default())?)
     }
 
     /// Queue gate_wait on `gate` (closed): the stream holds until
@@ -955,9 +963,8 @@ impl Pipeline {
             e0.record(&self.stream).map_err(cuda_err("event record"))?;
             // SAFETY: both buffers hold `bytes` bytes and outlive the sync below.
             unsafe {
-                sys::cuMemcpyDtoDAsync_v2(dst.ptr(), src.ptr(), bytes, self.stream.cu_stream())
+                result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, self.stream.cu_stream())
             }
-            .result()
             .map_err(cuda_err("cuMemcpyDtoDAsync"))?;
             e1.record(&self.stream).map_err(cuda_err("event record"))?;
             self.synchronize()?;
@@ -971,7 +978,8 @@ impl Pipeline {
     pub fn synchronize(&self) -> Result<(), DspError> {
         self.stream
             .synchronize()
-            .map_err(cuda_err("stream synchronize"))
+            .map_err(cuda_err("stream synchronize"))?;
+        Ok(())
     }
 
     /// Copy the detections of the last completed frame out of mapped host
@@ -1002,7 +1010,7 @@ impl Pipeline {
     /// the next frame's is launched only by its process().
     pub fn set_cfar_alpha(&self, alpha: &[f64]) -> Result<(), DspError> {
         crate::cfar::check_alpha(alpha, self.cfg.geometry.n_samples)?;
-        self.bufs.alpha.copy_from_host(&self.ctx, alpha)
+        Ok(self.bufs.alpha.copy_from_host(alpha)?)
     }
 
     /// Copy the power map of the last frame to the host.
@@ -1013,14 +1021,8 @@ impl Pipeline {
         // SAFETY: `out` holds n floats; pmap holds n floats; the copy is on
         // our stream (after the last frame) and complete after the sync.
         unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                out.as_mut_ptr() as *mut _,
-                self.bufs.pmap.ptr(),
-                n * 4,
-                self.stream.cu_stream(),
-            )
+            result::memcpy_dtoh_async(&mut out[..], self.bufs.pmap.ptr(), self.stream.cu_stream())
         }
-        .result()
         .map_err(cuda_err("cuMemcpyDtoHAsync (power map)"))?;
         self.synchronize()
     }
