@@ -461,7 +461,7 @@ fn slots_staging_and_bad_input() {
     gpu.prepare_slots(&addrs).expect("prepare slots");
     // Our four kernels (convert, power, CFAR, refine) plus cuFFT's for the
     // range-Doppler and angle transforms.
-    let k = gpu.kernels_per_frame();
+    let k = gpu.kernels_per_frame().expect("kernel count");
     assert!((7..=12).contains(&k), "{k} kernels per frame");
     for round in 0..2 {
         for (s, b) in ring.iter().enumerate() {
@@ -654,13 +654,16 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
         gpu.prepare_slots(&addrs).expect("prepare slots");
         assert!(gpu.streams_chunks(), "{name}: chunk streaming not set up");
         assert_eq!(gpu.streamed_chunks(), Some(chunks));
-        let (all, finish) = gpu.kernels_per_streamed_frame().expect("kernel counts");
+        let (all, finish) = gpu
+            .kernels_per_streamed_frame()
+            .expect("kernel count")
+            .expect("kernel counts");
         // Every chunk graph holds convert_window and a range FFT kernel at
         // least; the finishing graph those, the Doppler FFT and our power,
         // CFAR and refine kernels.
         assert!(
             finish >= 6 && all >= finish + 2 * (chunks - 1),
-            "{name}: {all} kernels streamed, {finish} finishing, {} whole",
+            "{name}: {all} kernels streamed, {finish} finishing, {:?} whole",
             gpu.kernels_per_frame()
         );
 

@@ -8,6 +8,8 @@
 //! call; every failure after that is a [`DspError`], never a panic.
 
 mod fft;
+#[cfg(feature = "instrument")]
+mod instrument;
 mod options;
 mod pipeline;
 
@@ -23,8 +25,12 @@ use crate::detection::Detections;
 use crate::error::DspError;
 
 pub use cuda_mem::{MappedHostBuffer, Mapping};
+#[cfg(feature = "instrument")]
+pub use instrument::GraphSet;
 pub use options::{CudaOptions, GpuWait, SelectAt};
-pub use pipeline::{MAX_STREAMED_CHUNKS, StageTiming};
+pub use pipeline::MAX_STREAMED_CHUNKS;
+#[cfg(feature = "instrument")]
+pub use pipeline::StageTiming;
 
 use pipeline::{Pipeline, SlotGraph};
 
@@ -75,6 +81,7 @@ pub struct CudaBackend {
     /// One captured graph per prepared ring slot.
     slots: Vec<SlotGraph>,
     /// Frames copied into device memory once (benchmarks).
+    #[cfg(feature = "instrument")]
     resident: Vec<SlotGraph>,
     /// The tail again for frames over the detection cap
     /// (SelectAt::HostFallback), launched by `wait`.
@@ -89,19 +96,6 @@ pub struct CudaBackend {
     streamed_mask: Cell<u64>,
     /// Frames finished with work chunk_landed had started.
     frames_streamed: Cell<u64>,
-}
-
-/// Which graphs [`CudaBackend::graph_gpu_times`] times.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GraphSet {
-    /// The whole chain on a frame in a prepared (mapped) slot.
-    Slots,
-    /// The whole chain on a frame resident in device memory.
-    Resident,
-    /// Chunk-streamed mode: what is left once the frame is complete (the
-    /// last chunk's range work and the rest), after the other chunks'
-    /// graphs ran untimed.
-    Finish,
 }
 
 // SAFETY: the backend owns its graphs, plans, buffers and stream; nothing is
@@ -152,6 +146,7 @@ impl CudaBackend {
             pipeline,
             staging,
             slots: Vec::new(),
+            #[cfg(feature = "instrument")]
             resident: Vec::new(),
             frame_bytes,
             streamed_frame: Cell::new(None),
@@ -177,48 +172,10 @@ impl CudaBackend {
         &self.info
     }
 
-    /// Names of the stages that [`Self::stage_times`] reports.
-    pub fn stage_names(&self) -> Vec<&'static str> {
-        self.pipeline.stage_names()
-    }
-
-    /// Whether the chain's kernels are launched with programmatic dependent
-    /// launch (sm_90 and later).
-    pub fn pdl(&self) -> bool {
-        self.pipeline.pdl()
-    }
-
-    /// GPU time (us, median of `reps`) of a graph of `kernels` empty
-    /// kernels in a chain, with or without programmatic dependent launch.
-    pub fn empty_chain_us(&self, kernels: usize, pdl: bool, reps: usize) -> Result<f64, DspError> {
-        self.pipeline.empty_chain_us(kernels, pdl, reps)
-    }
-
-    /// Kernel launches in one frame's graph (cuFFT's included).
-    pub fn kernels_per_frame(&self) -> usize {
-        self.staging.kernels
-    }
-
     /// DMA chunks per frame when chunk-streamed mode is set up for the
     /// prepared slots (the geometry has 2 to MAX_STREAMED_CHUNKS chunks).
     pub fn streamed_chunks(&self) -> Option<usize> {
         self.slots.first().and(self.pipeline.streamed_chunks())
-    }
-
-    /// Kernel launches of one frame in chunk-streamed mode: over all its
-    /// graphs (every chunk's and the finishing one), and in the finishing
-    /// graph alone (what runs once the frame is complete).
-    pub fn kernels_per_streamed_frame(&self) -> Option<(usize, usize)> {
-        self.slots
-            .first()
-            .and_then(|g| g.streamed.as_ref())
-            .map(|s| (s.kernels, s.finish_kernels))
-    }
-
-    /// Whatever was queued, done (the over-cap step of [`Self::wait`] is
-    /// not taken): benchmarks wait here for chunk work they do not time.
-    pub fn synchronize(&self) -> Result<(), DspError> {
-        self.pipeline.synchronize()
     }
 
     /// x is about to be overwritten by other work: no chunk's range work
@@ -254,92 +211,6 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Copy a frame into device memory once and capture a graph that reads
-    /// it there; returns its index for [`Self::launch_resident`].
-    pub fn add_resident_frame(&mut self, frame: &[u8]) -> Result<usize, DspError> {
-        self.check_size(frame)?;
-        let g = self.pipeline.resident_slot(frame)?;
-        self.resident.push(g);
-        Ok(self.resident.len() - 1)
-    }
-
-    /// Launch the graph of resident frame `index`; pair with [`Self::wait`]
-    /// (before any other call: x holds this frame until then) and
-    /// [`Self::read_detections`].
-    pub fn launch_resident(&self, index: usize) -> Result<(), DspError> {
-        let g = self
-            .resident
-            .get(index)
-            .ok_or_else(|| DspError::CudaRequest(format!("no resident frame {index}")))?;
-        self.forget_chunks();
-        g.graph.launch().map_err(cuda_err("graph launch"))?;
-        Ok(())
-    }
-
-    /// Queue an empty kernel on the chain's stream without waiting for it
-    /// (bench experiments: wake the GPU shortly before a frame is due).
-    pub fn wake(&self) -> Result<(), DspError> {
-        self.pipeline.wake()
-    }
-
-    /// GPU time (us) of `reps` graph replays of `set`, events around each
-    /// launch, rotating over the first `inputs` prepared slots (or resident
-    /// frames). `gated`: each launch and its events queued behind a gate
-    /// kernel that opens once they are all queued, so that the host's
-    /// submission of the graph does not count (see `Pipeline::timed_launch`).
-    pub fn graph_gpu_times(
-        &self,
-        set: GraphSet,
-        inputs: usize,
-        reps: usize,
-        gated: bool,
-    ) -> Result<Vec<f64>, DspError> {
-        let graphs = if set == GraphSet::Resident {
-            &self.resident
-        } else {
-            &self.slots
-        };
-        let n = inputs.min(graphs.len());
-        if n == 0 {
-            return Err(DspError::CudaRequest(
-                "graph_gpu_times: no inputs prepared".to_string(),
-            ));
-        }
-        self.forget_chunks();
-        let (e0, e1) = self.pipeline.timing_events()?;
-        let mut gate = if gated {
-            Some(self.pipeline.new_gate()?)
-        } else {
-            None
-        };
-        let mut v = Vec::with_capacity(reps);
-        for k in 0..reps {
-            let g = &graphs[k % n];
-            let timed = match (set, &g.streamed) {
-                (GraphSet::Finish, Some(st)) => {
-                    for chunk in &st.chunks {
-                        chunk.launch().map_err(cuda_err("graph launch (chunk)"))?;
-                    }
-                    &st.finish
-                }
-                (GraphSet::Finish, None) => {
-                    return Err(DspError::CudaRequest(
-                        "graph_gpu_times: chunk-streamed mode is not set up".to_string(),
-                    ));
-                }
-                _ => &g.graph,
-            };
-            v.push(self.pipeline.timed_launch(timed, &e0, &e1, gate.as_mut())?);
-        }
-        Ok(v)
-    }
-
-    /// Device-to-device copy bandwidth in GB/s (bytes read plus written),
-    /// median of `reps` copies of `bytes`.
-    pub fn copy_bandwidth_gbps(&self, bytes: usize, reps: usize) -> Result<f64, DspError> {
-        self.pipeline.copy_bandwidth_gbps(bytes, reps)
-    }
-
     /// Wait until the launched frame's detections are in host memory. A
     /// frame over the detection cap gets its tail again here with the kept
     /// detections when the selection is SelectAt::HostFallback.
@@ -353,30 +224,6 @@ impl CudaBackend {
             self.pipeline.synchronize()?;
         }
         Ok(())
-    }
-
-    /// Copy the last frame's detections (already in mapped host memory).
-    pub fn read_detections(&self, out: &mut Detections) {
-        self.pipeline.read_detections(out);
-    }
-
-    /// Per-stage GPU times (microseconds) of `reps` instrumented, non-graph
-    /// runs reading prepared slot `slot`, else resident frame `resident`,
-    /// else the staging slot.
-    pub fn stage_times(
-        &mut self,
-        slot: Option<usize>,
-        resident: Option<usize>,
-        reps: usize,
-    ) -> Result<Vec<StageTiming>, DspError> {
-        let input = match (slot, resident) {
-            (Some(s), _) => self.slots.get(s).map(|g| g.input),
-            (None, Some(r)) => self.resident.get(r).map(|g| g.input),
-            (None, None) => Some(self.staging.input),
-        }
-        .ok_or_else(|| DspError::CudaRequest("stage_times: no such input".to_string()))?;
-        self.forget_chunks();
-        self.pipeline.stage_times(input, reps)
     }
 
     fn check_size(&self, bytes: &[u8]) -> Result<(), DspError> {

@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, result, sys,
-};
+use cudarc::driver::{CudaContext, CudaFunction, CudaGraph, CudaModule, CudaStream, result, sys};
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
 
 use crate::cfar::CfarTables;
@@ -14,12 +12,22 @@ use crate::detection::{Detection, Detections};
 use crate::error::DspError;
 use crate::window::hann_periodic;
 
-use cuda_mem::{DeviceMemory as DeviceBuffer, MappedHostBuffer, Mapping, cuda_err};
+use cuda_mem::{DeviceMemory, MappedHostBuffer, Mapping, cuda_err};
 
 use super::fft::{FftPlan, Layout};
 use super::options::{CudaOptions, KernelShape, SelectAt};
 
+#[cfg(feature = "instrument")]
+mod instrument;
+#[cfg(feature = "instrument")]
+pub use instrument::StageTiming;
+#[cfg(feature = "instrument")]
+pub(super) use instrument::count_kernel_nodes;
+
 const KERNELS_CU: &str = include_str!("kernels.cu");
+/// The kernels only instrumented runs launch (a gate, an empty kernel).
+#[cfg(feature = "instrument")]
+const INSTRUMENT_CU: &str = include_str!("instrument.cu");
 
 /// Static shared memory a block may use without opting in.
 const SHARED_LIMIT: usize = 48 * 1024;
@@ -53,34 +61,24 @@ pub(super) struct ChunkGraphs {
     pub chunks: Vec<CudaGraph>,
     /// The last chunk's range work and the rest of the chain.
     pub finish: CudaGraph,
-    /// Kernel nodes of one frame in this mode (every chunk graph and finish).
-    pub kernels: usize,
-    /// Kernel nodes of `finish`.
-    pub finish_kernels: usize,
 }
 
 /// A captured graph and the input buffer it reads.
 pub(super) struct SlotGraph {
     pub graph: CudaGraph,
     /// Device address of the frame the graph reads.
+    #[cfg(feature = "instrument")]
     pub input: u64,
     /// Host address of the same bytes (mapped memory), 0 for device memory.
     pub host_ptr: usize,
-    /// Kernel nodes in the graph.
-    pub kernels: usize,
     /// Chunk-streamed mode's graphs (ring slots only, when the geometry has
     /// 2 to MAX_STREAMED_CHUNKS chunks).
     pub streamed: Option<ChunkGraphs>,
-    /// Buffers owned by this input (staging or resident), kept alive with it.
+    /// The staging slot's mapped buffer, kept alive with its graph.
     pub mapped: Option<MappedHostBuffer>,
-    pub _device: Option<DeviceBuffer>,
-}
-
-/// GPU time of one stage over the instrumented runs, in microseconds.
-#[derive(Clone, Debug)]
-pub struct StageTiming {
-    pub name: &'static str,
-    pub samples_us: Vec<f64>,
+    /// A resident frame's device buffer, kept alive with its graph.
+    #[cfg(feature = "instrument")]
+    pub _device: Option<DeviceMemory>,
 }
 
 struct Kernels {
@@ -90,30 +88,32 @@ struct Kernels {
     cfar: CudaFunction,
     select: CudaFunction,
     refine: CudaFunction,
+    #[cfg(feature = "instrument")]
     gate: CudaFunction,
+    #[cfg(feature = "instrument")]
     empty: CudaFunction,
     _module: Arc<CudaModule>,
 }
 
 struct Buffers {
-    x: DeviceBuffer,
-    pmap: DeviceBuffer,
-    cand: DeviceBuffer,
-    state: DeviceBuffer,
-    keys: DeviceBuffer,
-    rows: DeviceBuffer,
+    x: DeviceMemory,
+    pmap: DeviceMemory,
+    cand: DeviceMemory,
+    state: DeviceMemory,
+    keys: DeviceMemory,
+    rows: DeviceMemory,
     /// Angle snapshots, zero-padded: the padding is written here once (the
     /// angle FFT runs out of place, and cuFFT leaves the input of an
     /// out-of-place C2C transform as it was).
-    angle: DeviceBuffer,
+    angle: DeviceMemory,
     /// The angle FFT's output.
-    spectra: DeviceBuffer,
-    w_range: DeviceBuffer,
-    w_doppler_convert: DeviceBuffer,
-    w_doppler_clutter: DeviceBuffer,
-    alpha: DeviceBuffer,
-    n_eff: DeviceBuffer,
-    tdm: DeviceBuffer,
+    spectra: DeviceMemory,
+    w_range: DeviceMemory,
+    w_doppler_convert: DeviceMemory,
+    w_doppler_clutter: DeviceMemory,
+    alpha: DeviceMemory,
+    n_eff: DeviceMemory,
+    tdm: DeviceMemory,
 }
 
 struct Plans {
@@ -124,26 +124,19 @@ struct Plans {
     angle: FftPlan,
 }
 
-/// Stage events of an instrumented run: `mark` records the next one before
-/// each stage (and once after the last); nothing without events.
-struct Marks<'e> {
-    events: Option<&'e [CudaEvent]>,
-    next: usize,
+/// What the launch sequence does between two stages: nothing in the
+/// graphs the backend captures ([`NoMarks`]); an instrumented run records
+/// an event there.
+pub(super) trait StageMarks {
+    /// Called before each stage and once after the last.
+    fn mark(&mut self, stream: &CudaStream) -> Result<(), DspError>;
 }
 
-impl<'e> Marks<'e> {
-    fn new(events: Option<&'e [CudaEvent]>) -> Self {
-        Marks { events, next: 0 }
-    }
+/// The marks of every captured graph: none.
+pub(super) struct NoMarks;
 
-    fn mark(&mut self, stream: &CudaStream) -> Result<(), DspError> {
-        if let Some(ev) = self.events {
-            let e = ev
-                .get(self.next)
-                .ok_or_else(|| DspError::CudaRequest("too few timing events".to_string()))?;
-            e.record(stream).map_err(cuda_err("event record"))?;
-        }
-        self.next += 1;
+impl StageMarks for NoMarks {
+    fn mark(&mut self, _stream: &CudaStream) -> Result<(), DspError> {
         Ok(())
     }
 }
@@ -213,6 +206,8 @@ fn nvrtc_source(cfg: &ChainConfig, shape: KernelShape) -> String {
         src.push_str(&format!("#define {k} {v}\n"));
     }
     src.push_str(KERNELS_CU);
+    #[cfg(feature = "instrument")]
+    src.push_str(INSTRUMENT_CU);
     src
 }
 
@@ -319,7 +314,9 @@ impl Pipeline {
             cfar: load!("cfar_peaks")?,
             select: load!("select_overflow")?,
             refine: load!("refine_output")?,
+            #[cfg(feature = "instrument")]
             gate: load!("gate_wait")?,
+            #[cfg(feature = "instrument")]
             empty: load!("empty_kernel")?,
             _module: module.clone(),
         };
@@ -341,20 +338,20 @@ impl Pipeline {
         };
         let cfar = CfarTables::new(cfg)?;
         let bufs = Buffers {
-            x: DeviceBuffer::zeroed(&ctx, n_x * 8)?,
-            pmap: DeviceBuffer::zeroed(&ctx, n_cells * 4)?,
-            cand: DeviceBuffer::zeroed(&ctx, n_cells * CANDIDATE_BYTES)?,
-            state: DeviceBuffer::zeroed(&ctx, 16)?,
-            keys: DeviceBuffer::zeroed(&ctx, max_det * 4)?,
-            rows: DeviceBuffer::zeroed(&ctx, max_det * 4)?,
-            angle: DeviceBuffer::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
-            spectra: DeviceBuffer::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
-            w_range: DeviceBuffer::from_host(&ctx, &w_range)?,
-            w_doppler_convert: DeviceBuffer::from_host(&ctx, w_conv)?,
-            w_doppler_clutter: DeviceBuffer::from_host(&ctx, w_clut)?,
-            alpha: DeviceBuffer::from_host(&ctx, &cfar.alpha)?,
-            n_eff: DeviceBuffer::from_host(&ctx, &cfar.n_eff)?,
-            tdm: DeviceBuffer::from_host(&ctx, &tdm_table(cfg))?,
+            x: DeviceMemory::zeroed(&ctx, n_x * 8)?,
+            pmap: DeviceMemory::zeroed(&ctx, n_cells * 4)?,
+            cand: DeviceMemory::zeroed(&ctx, n_cells * CANDIDATE_BYTES)?,
+            state: DeviceMemory::zeroed(&ctx, 16)?,
+            keys: DeviceMemory::zeroed(&ctx, max_det * 4)?,
+            rows: DeviceMemory::zeroed(&ctx, max_det * 4)?,
+            angle: DeviceMemory::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
+            spectra: DeviceMemory::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
+            w_range: DeviceMemory::from_host(&ctx, &w_range)?,
+            w_doppler_convert: DeviceMemory::from_host(&ctx, w_conv)?,
+            w_doppler_clutter: DeviceMemory::from_host(&ctx, w_clut)?,
+            alpha: DeviceMemory::from_host(&ctx, &cfar.alpha)?,
+            n_eff: DeviceMemory::from_host(&ctx, &cfar.n_eff)?,
+            tdm: DeviceMemory::from_host(&ctx, &tdm_table(cfg))?,
         };
         let out = MappedHostBuffer::new(
             &ctx,
@@ -441,25 +438,6 @@ impl Pipeline {
         })
     }
 
-    /// Whether the kernels are launched with programmatic dependent launch.
-    pub fn pdl(&self) -> bool {
-        self.pdl
-    }
-
-    /// Names of the stages that `enqueue` separates with events.
-    pub fn stage_names(&self) -> Vec<&'static str> {
-        let mut v = vec!["convert+window", "range FFT"];
-        if self.kernels.clutter.is_some() {
-            v.push("clutter removal");
-        }
-        v.extend(["Doppler FFT", "power", "CFAR+peaks+snapshots"]);
-        if self.select_at == SelectAt::Kernel {
-            v.push("select over the cap");
-        }
-        v.extend(["angle FFT", "order+refine+output"]);
-        v
-    }
-
     /// Launch `f` on our stream with `args` (each kernel parameter is 8
     /// bytes: a device address, a double's bits or a u64), as a
     /// programmatic dependent of the previous kernel when `pdl`.
@@ -525,13 +503,12 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Put one frame's work on the stream, reading the frame at `input`.
-    /// With `events`, record events[i] before stage i and the last after.
-    fn enqueue(&self, input: u64, events: Option<&[CudaEvent]>) -> Result<(), DspError> {
+    /// Put one frame's work on the stream, reading the frame at `input`,
+    /// with `marks` between the stages.
+    fn enqueue(&self, input: u64, marks: &mut impl StageMarks) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
-        let mut marks = Marks::new(events);
-        self.enqueue_range(input, 0..g.n_chirps() * g.n_rx, &mut marks)?;
-        self.enqueue_tail(&mut marks)
+        self.enqueue_range(input, 0..g.n_chirps() * g.n_rx, marks)?;
+        self.enqueue_tail(marks)
     }
 
     /// Step 1 for range rows `rows` (row = chirp * N_RX + RX) of the frame
@@ -541,7 +518,7 @@ impl Pipeline {
         &self,
         input: u64,
         rows: std::ops::Range<usize>,
-        marks: &mut Marks,
+        marks: &mut impl StageMarks,
     ) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
         let b = &self.bufs;
@@ -589,7 +566,7 @@ impl Pipeline {
 
     /// Steps 2 to 10 on x (all range rows done): clutter removal, Doppler
     /// FFT, power, CFAR and peaks, [selection], angle FFT, refine and output.
-    fn enqueue_tail(&self, marks: &mut Marks) -> Result<(), DspError> {
+    fn enqueue_tail(&self, marks: &mut impl StageMarks) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
         let s = &self.stream;
         let b = &self.bufs;
@@ -715,8 +692,7 @@ impl Pipeline {
         if self.select_at != SelectAt::HostFallback {
             return Ok(None);
         }
-        let (graph, _) = self.capture_with(|| self.enqueue_overflow())?;
-        Ok(Some(graph))
+        Ok(Some(self.capture_with(|| self.enqueue_overflow())?))
     }
 
     /// Whether the last frame went over the detection cap (its header,
@@ -728,53 +704,6 @@ impl Pipeline {
         hdr.cut > 0
     }
 
-    /// GPU time (median over `reps` replays, microseconds) of a graph of
-    /// `kernels` empty one-warp kernels in a chain, launched as
-    /// programmatic dependents when `pdl`: what a kernel boundary costs.
-    pub fn empty_chain_us(&self, kernels: usize, pdl: bool, reps: usize) -> Result<f64, DspError> {
-        if pdl && !self.pdl_capable() {
-            return Err(DspError::CudaRequest(
-                "programmatic dependent launch needs sm_90 or later".to_string(),
-            ));
-        }
-        let (graph, _) =
-            self.capture_with(|| (0..kernels).try_for_each(|k| self.launch_empty(pdl && k > 0)))?;
-        let (e0, e1) = self.timing_events()?;
-        let mut gate = self.new_gate()?;
-        let mut t = Vec::with_capacity(reps.max(1));
-        for _ in 0..reps.max(1) {
-            t.push(self.timed_launch(&graph, &e0, &e1, Some(&mut gate))?);
-        }
-        t.sort_by(f64::total_cmp);
-        Ok(t[t.len() / 2])
-    }
-
-    /// Queue one empty one-warp kernel on the chain's stream and return
-    /// (no wait): the GPU has work again, for experiments on what an idle
-    /// GPU costs the next frame (`radar-dsp bench --wake-us`).
-    pub fn wake(&self) -> Result<(), DspError> {
-        self.launch_empty(false)
-    }
-
-    /// One empty one-warp kernel on the chain's stream.
-    fn launch_empty(&self, pdl: bool) -> Result<(), DspError> {
-        self.launch(
-            "launch empty_kernel",
-            &self.kernels.empty,
-            (1, 1),
-            32,
-            &[0],
-            pdl,
-        )
-    }
-
-    fn pdl_capable(&self) -> bool {
-        self.ctx
-            .compute_capability()
-            .map(|(major, _)| major >= 9)
-            .unwrap_or(false)
-    }
-
     fn fft(&self, plan: &FftPlan, input: u64, output: u64) -> Result<(), DspError> {
         // SAFETY: `input` and `output` are buffers of the size the plan was
         // made for (the same one, or two that do not overlap), owned by
@@ -783,16 +712,15 @@ impl Pipeline {
     }
 
     /// Capture the chain reading `input` as a graph and upload it.
-    fn capture(&self, input: u64) -> Result<(CudaGraph, usize), DspError> {
-        self.capture_with(|| self.enqueue(input, None))
+    fn capture(&self, input: u64) -> Result<CudaGraph, DspError> {
+        self.capture_with(|| self.enqueue(input, &mut NoMarks))
     }
 
-    /// Capture what `enqueue` queues on our stream as a graph, upload it,
-    /// and count its kernel nodes.
+    /// Capture what `enqueue` queues on our stream as a graph and upload it.
     fn capture_with(
         &self,
         enqueue: impl FnOnce() -> Result<(), DspError>,
-    ) -> Result<(CudaGraph, usize), DspError> {
+    ) -> Result<CudaGraph, DspError> {
         self.stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(cuda_err("begin capture"))?;
@@ -805,8 +733,7 @@ impl Pipeline {
         let graph =
             graph?.ok_or_else(|| DspError::CudaRequest("capture gave no graph".to_string()))?;
         graph.upload().map_err(cuda_err("graph upload"))?;
-        let kernels = count_kernel_nodes(&graph)?;
-        Ok((graph, kernels))
+        Ok(graph)
     }
 
     /// The internal staging slot: mapped pinned memory of one frame and its
@@ -814,16 +741,16 @@ impl Pipeline {
     /// that lazily loaded modules (cuFFT's) are loaded before any capture.
     pub fn mapped_slot(&self, frame_bytes: usize) -> Result<SlotGraph, DspError> {
         let mapped = MappedHostBuffer::new(&self.ctx, frame_bytes, Mapping::default())?;
-        self.enqueue(mapped.device_ptr(), None)?;
+        self.enqueue(mapped.device_ptr(), &mut NoMarks)?;
         self.synchronize()?;
-        let (graph, kernels) = self.capture(mapped.device_ptr())?;
         Ok(SlotGraph {
-            graph,
+            graph: self.capture(mapped.device_ptr())?,
+            #[cfg(feature = "instrument")]
             input: mapped.device_ptr(),
             host_ptr: mapped.host_ptr() as usize,
-            kernels,
             streamed: None,
             mapped: Some(mapped),
+            #[cfg(feature = "instrument")]
             _device: None,
         })
     }
@@ -831,14 +758,14 @@ impl Pipeline {
     /// The graphs for a ring slot the caller owns (mapped pinned memory):
     /// the whole chain, and chunk-streamed mode's when it is set up.
     pub fn slot_graph(&self, device_ptr: u64, host_ptr: usize) -> Result<SlotGraph, DspError> {
-        let (graph, kernels) = self.capture(device_ptr)?;
         Ok(SlotGraph {
-            graph,
+            graph: self.capture(device_ptr)?,
+            #[cfg(feature = "instrument")]
             input: device_ptr,
             host_ptr,
-            kernels,
             streamed: self.chunk_graphs(device_ptr)?,
             mapped: None,
+            #[cfg(feature = "instrument")]
             _device: None,
         })
     }
@@ -855,124 +782,17 @@ impl Pipeline {
             return Ok(None);
         };
         let mut chunks = Vec::with_capacity(n - 1);
-        let mut kernels = 0;
         for c in 0..n - 1 {
-            let (g, k) = self.capture_with(|| {
-                self.enqueue_range(input, c * rows..(c + 1) * rows, &mut Marks::new(None))
-            })?;
-            chunks.push(g);
-            kernels += k;
+            chunks.push(self.capture_with(|| {
+                self.enqueue_range(input, c * rows..(c + 1) * rows, &mut NoMarks)
+            })?);
         }
         let last = (n - 1) * rows..n * rows;
-        let (finish, k) = self.capture_with(|| {
-            let mut marks = Marks::new(None);
-            self.enqueue_range(input, last, &mut marks)?;
-            self.enqueue_tail(&mut marks)
+        let finish = self.capture_with(|| {
+            self.enqueue_range(input, last, &mut NoMarks)?;
+            self.enqueue_tail(&mut NoMarks)
         })?;
-        Ok(Some(ChunkGraphs {
-            chunks,
-            finish,
-            kernels: kernels + k,
-            finish_kernels: k,
-        }))
-    }
-
-    /// A frame copied to device memory once, and its graph.
-    pub fn resident_slot(&self, frame: &[u8]) -> Result<SlotGraph, DspError> {
-        let dev = DeviceBuffer::from_host(&self.ctx, frame)?;
-        let (graph, kernels) = self.capture(dev.ptr())?;
-        Ok(SlotGraph {
-            graph,
-            input: dev.ptr(),
-            host_ptr: 0,
-            kernels,
-            streamed: None,
-            mapped: None,
-            _device: Some(dev),
-        })
-    }
-
-    pub fn timing_events(&self) -> Result<(CudaEvent, CudaEvent), DspError> {
-        let ev = || {
-            self.ctx
-                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(cuda_err("create event"))
-        };
-        Ok((ev()?, ev()?))
-    }
-
-    /// Launch `graph` between two events, wait, return the GPU time in us.
-    /// With `gate`, the events and the graph are queued behind a closed
-    /// gate kernel that the host opens once they are all queued: the time
-    /// is then the device's alone. Without, the first event can complete
-    /// while the host is still submitting the graph, and that submission
-    /// time counts too.
-    pub fn timed_launch(
-        &self,
-        graph: &CudaGraph,
-        e0: &CudaEvent,
-        e1: &CudaEvent,
-        gate: Option<&mut MappedHostBuffer>,
-    ) -> Result<f64, DspError> {
-        let flag = match gate {
-            Some(g) => Some(self.close_gate(g)?),
-            None => None,
-        };
-        e0.record(&self.stream).map_err(cuda_err("event record"))?;
-        graph.launch().map_err(cuda_err("graph launch"))?;
-        e1.record(&self.stream).map_err(cuda_err("event record"))?;
-        if let Some(f) = flag {
-            open_gate(f);
-        }
-        self.synchronize()?;
-        let ms = e0.elapsed_ms(e1).map_err(cuda_err("event elapsed"))?;
-        Ok(ms as f64 * 1e3)
-    }
-
-    /// A mapped word for `close_gate`.
-    pub fn new_gate(&self) -> Result<MappedHostBuffer, DspError> {
-        Ok(MappedHostBuffer::new(&self.ctx, 4, Mapping::default())?)
-    }
-
-    /// Queue gate_wait on `gate` (closed): the stream holds until
-    /// `open_gate` on the returned flag (or about 2 s at most).
-    fn close_gate(&self, gate: &mut MappedHostBuffer) -> Result<*mut u32, DspError> {
-        let flag = gate.as_mut_slice().as_mut_ptr() as *mut u32;
-        // SAFETY: `flag` points into `gate`, a live 4-byte mapped buffer
-        // that the GPU only reads.
-        unsafe { std::ptr::write_volatile(flag, 0) };
-        // gate_wait(const volatile u32 *, u64) on the live gate buffer.
-        self.launch(
-            "launch gate_wait",
-            &self.kernels.gate,
-            (1, 1),
-            1,
-            &[gate.device_ptr(), 4_000_000_000u64],
-            false,
-        )?;
-        Ok(flag)
-    }
-
-    pub fn copy_bandwidth_gbps(&self, bytes: usize, reps: usize) -> Result<f64, DspError> {
-        let src = DeviceBuffer::zeroed(&self.ctx, bytes)?;
-        let dst = DeviceBuffer::zeroed(&self.ctx, bytes)?;
-        self.ctx.synchronize().map_err(cuda_err("synchronize"))?;
-        let (e0, e1) = self.timing_events()?;
-        let mut t = Vec::with_capacity(reps.max(1));
-        for _ in 0..reps.max(1) {
-            e0.record(&self.stream).map_err(cuda_err("event record"))?;
-            // SAFETY: both buffers hold `bytes` bytes and outlive the sync below.
-            unsafe {
-                result::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, self.stream.cu_stream())
-            }
-            .map_err(cuda_err("cuMemcpyDtoDAsync"))?;
-            e1.record(&self.stream).map_err(cuda_err("event record"))?;
-            self.synchronize()?;
-            t.push(e0.elapsed_ms(&e1).map_err(cuda_err("event elapsed"))? as f64);
-        }
-        t.sort_by(f64::total_cmp);
-        let ms = t[t.len() / 2];
-        Ok(2.0 * bytes as f64 / (ms * 1e-3) / 1e9)
+        Ok(Some(ChunkGraphs { chunks, finish }))
     }
 
     pub fn synchronize(&self) -> Result<(), DspError> {
@@ -1026,83 +846,4 @@ impl Pipeline {
         .map_err(cuda_err("cuMemcpyDtoHAsync (power map)"))?;
         self.synchronize()
     }
-
-    /// Per-stage GPU times of `reps` runs launched stage by stage (not as a
-    /// graph) with events between the stages. Each run is queued behind a
-    /// gate kernel that the host opens once every stage is queued, so the
-    /// stages run back to back and the events time the GPU, not the host's
-    /// launch calls.
-    pub fn stage_times(&self, input: u64, reps: usize) -> Result<Vec<StageTiming>, DspError> {
-        let names = self.stage_names();
-        let events = (0..=names.len())
-            .map(|_| {
-                self.ctx
-                    .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-                    .map_err(cuda_err("create event"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut timings: Vec<StageTiming> = names
-            .iter()
-            .map(|&name| StageTiming {
-                name,
-                samples_us: Vec::with_capacity(reps),
-            })
-            .chain(std::iter::once(StageTiming {
-                name: "total (stage by stage)",
-                samples_us: Vec::with_capacity(reps),
-            }))
-            .collect();
-        let mut gate = self.new_gate()?;
-        for _ in 0..reps {
-            let flag = self.close_gate(&mut gate)?;
-            self.enqueue(input, Some(&events))?;
-            open_gate(flag);
-            self.synchronize()?;
-            for i in 0..names.len() {
-                let ms = events[i]
-                    .elapsed_ms(&events[i + 1])
-                    .map_err(cuda_err("event elapsed"))?;
-                timings[i].samples_us.push(ms as f64 * 1e3);
-            }
-            let ms = events[0]
-                .elapsed_ms(&events[names.len()])
-                .map_err(cuda_err("event elapsed"))?;
-            timings[names.len()].samples_us.push(ms as f64 * 1e3);
-        }
-        Ok(timings)
-    }
-}
-
-/// Open a gate closed by `Pipeline::close_gate` (its flag, in mapped
-/// memory that outlives the queued gate kernel).
-fn open_gate(flag: *mut u32) {
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-    // SAFETY: `flag` came from close_gate: a live mapped buffer.
-    unsafe { std::ptr::write_volatile(flag, 1) };
-}
-
-fn count_kernel_nodes(graph: &CudaGraph) -> Result<usize, DspError> {
-    let g = graph.cu_graph();
-    let mut n = 0usize;
-    // SAFETY: FFI; a null node array asks for the count only.
-    unsafe { sys::cuGraphGetNodes(g, std::ptr::null_mut(), &mut n) }
-        .result()
-        .map_err(cuda_err("cuGraphGetNodes"))?;
-    let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); n];
-    // SAFETY: `nodes` has room for n entries.
-    unsafe { sys::cuGraphGetNodes(g, nodes.as_mut_ptr(), &mut n) }
-        .result()
-        .map_err(cuda_err("cuGraphGetNodes"))?;
-    let mut kernels = 0;
-    for node in nodes.iter().take(n) {
-        let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
-        // SAFETY: `node` belongs to the live graph.
-        unsafe { sys::cuGraphNodeGetType(*node, &mut t) }
-            .result()
-            .map_err(cuda_err("cuGraphNodeGetType"))?;
-        if t == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL {
-            kernels += 1;
-        }
-    }
-    Ok(kernels)
 }
