@@ -158,8 +158,8 @@ impl CudaBackend {
     }
 
     /// Copy the last frame's detections (already in mapped host memory).
-    pub fn read_detections(&self, out: &mut Detections) {
-        self.pipeline.read_detections(out);
+    pub fn read_detections(&self, out: &mut Detections) -> Result<(), DspError> {
+        self.pipeline.read_detections(out)
     }
 
     /// Per-stage GPU times (microseconds) of `reps` instrumented, non-graph

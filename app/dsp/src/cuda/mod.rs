@@ -217,7 +217,7 @@ impl CudaBackend {
     pub fn wait(&self) -> Result<(), DspError> {
         self.pipeline.synchronize()?;
         if let Some(g) = &self.overflow
-            && self.pipeline.over_cap()
+            && self.pipeline.over_cap()?
         {
             g.launch()
                 .map_err(cuda_err("graph launch (over the cap)"))?;
@@ -339,8 +339,7 @@ impl Backend for CudaBackend {
             }
         }
         self.wait()?;
-        self.pipeline.read_detections(out);
-        Ok(())
+        self.pipeline.read_detections(out)
     }
 
     fn power_map(&mut self, out: &mut Vec<f32>) -> Result<(), DspError> {
@@ -351,20 +350,6 @@ impl Backend for CudaBackend {
         self.pipeline.set_cfar_alpha(alpha)
     }
 }
-
-/// Sanity for the mapped-output layout shared with `kernels.cu`: its
-/// `GpuDetection` is `Detection`, ten 4-byte fields in the same order.
-const _: () = {
-    use std::mem::offset_of;
-    type D = crate::detection::Detection;
-    assert!(std::mem::size_of::<D>() == 40);
-    assert!(offset_of!(D, range_bin) == 0 && offset_of!(D, doppler_bin) == 4);
-    assert!(offset_of!(D, range_m) == 8 && offset_of!(D, velocity_mps) == 12);
-    assert!(offset_of!(D, azimuth_deg) == 16 && offset_of!(D, snr_db) == 20);
-    assert!(offset_of!(D, power_db) == 24 && offset_of!(D, range_bin_refined) == 28);
-    assert!(offset_of!(D, doppler_bin_refined) == 32 && offset_of!(D, angle_bin_refined) == 36);
-};
-const _: () = assert!(std::mem::size_of::<pipeline::OutHeader>() == 16);
 
 #[cfg(test)]
 mod tests {

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use bytemuck::{Pod, Zeroable};
 use cudarc::driver::{CudaContext, CudaFunction, CudaGraph, CudaModule, CudaStream, result, sys};
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
 
@@ -42,14 +43,21 @@ const MAX_KERNEL_ARGS: usize = 12;
 /// (a graph per chunk and slot; the landed chunks are a bit mask).
 pub const MAX_STREAMED_CHUNKS: usize = 64;
 
-/// Mirrors `struct OutHeader` in kernels.cu.
+/// Mirrors `struct OutHeader` in kernels.cu: what the GPU writes ahead of
+/// the detections in the mapped output buffer. `Pod`: read from those bytes
+/// as they are.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(super) struct OutHeader {
     pub count: u32,
     pub cut: u32,
     pub reserved: [u32; 2],
 }
+
+// kernels.cu's OutHeader: four u32, so the detections after it start
+// 16 bytes into the (page-aligned) buffer, aligned for `Detection`.
+const _: () = assert!(std::mem::size_of::<OutHeader>() == 16);
+const _: () = assert!(std::mem::align_of::<OutHeader>() == 4);
 
 /// Bytes of one `Candidate` in kernels.cu (u32, float, double, float[4]).
 const CANDIDATE_BYTES: usize = 32;
@@ -697,11 +705,25 @@ impl Pipeline {
 
     /// Whether the last frame went over the detection cap (its header,
     /// in mapped host memory, after the stream synchronisation).
-    pub fn over_cap(&self) -> bool {
-        // SAFETY: the buffer starts with an OutHeader (page aligned) that
-        // the GPU wrote before the synchronisation that preceded this call.
-        let hdr = unsafe { std::ptr::read_volatile(self.out.host_ptr() as *const OutHeader) };
-        hdr.cut > 0
+    pub fn over_cap(&self) -> Result<bool, DspError> {
+        Ok(self.output()?.0.cut > 0)
+    }
+
+    /// What the GPU wrote to the mapped output buffer for the last frame:
+    /// the header and the `max_det` detection records after it. Read only
+    /// after a stream synchronisation (the GPU no longer writes it then).
+    fn output(&self) -> Result<(OutHeader, &[Detection]), DspError> {
+        let header = std::mem::size_of::<OutHeader>();
+        let records = self.max_det * std::mem::size_of::<Detection>();
+        let layout = |e: bytemuck::PodCastError| {
+            DspError::CudaRequest(format!("the mapped output buffer: {e}"))
+        };
+        let bytes = self.out.as_slice().get(..header + records).ok_or_else(|| {
+            DspError::CudaRequest("the mapped output buffer is too small".to_string())
+        })?;
+        let (hdr, dets) = bytes.split_at(header);
+        let hdr: OutHeader = *bytemuck::try_from_bytes(hdr).map_err(layout)?;
+        Ok((hdr, bytemuck::try_cast_slice(dets).map_err(layout)?))
     }
 
     fn fft(&self, plan: &FftPlan, input: u64, output: u64) -> Result<(), DspError> {
@@ -804,24 +826,13 @@ impl Pipeline {
 
     /// Copy the detections of the last completed frame out of mapped host
     /// memory. Never allocates when `out` has room for max_detections.
-    pub fn read_detections(&self, out: &mut Detections) {
+    pub fn read_detections(&self, out: &mut Detections) -> Result<(), DspError> {
         out.clear();
-        let base = self.out.host_ptr();
-        // SAFETY: the buffer starts with an OutHeader (page aligned) that the
-        // GPU wrote before the stream synchronisation that preceded this call.
-        let hdr = unsafe { std::ptr::read_volatile(base as *const OutHeader) };
+        let (hdr, dets) = self.output()?;
         let n = (hdr.count as usize).min(self.max_det);
-        // SAFETY: GpuDetection[max_det] (the layout of the repr(C)
-        // Detection) follows the 16-byte header (4-byte aligned fields),
-        // inside the buffer allocated for it.
-        let dets = unsafe { base.add(std::mem::size_of::<OutHeader>()) } as *const Detection;
-        for i in 0..n {
-            // SAFETY: i < max_det, within the buffer; written by the GPU; every
-            // bit pattern is a valid Detection (u32 and f32 fields only).
-            out.list
-                .push(unsafe { std::ptr::read_volatile(dets.add(i)) });
-        }
+        out.list.extend_from_slice(&dets[..n]);
         out.cut = hdr.cut;
+        Ok(())
     }
 
     /// New CFAR scale factors for the next frames (the graphs read the same

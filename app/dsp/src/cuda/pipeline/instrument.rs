@@ -168,7 +168,12 @@ impl Pipeline {
     /// Queue gate_wait on `gate` (closed): the stream holds until
     /// `open_gate` on the returned flag (or about 2 s at most).
     fn close_gate(&self, gate: &mut MappedHostBuffer) -> Result<*mut u32, DspError> {
-        let flag: *mut u32 = bytemuck::from_bytes_mut(&mut gate.as_mut_slice()[..4]);
+        let word = gate
+            .as_mut_slice()
+            .get_mut(..4)
+            .ok_or_else(|| DspError::CudaRequest("the gate buffer holds no word".to_string()))?;
+        let flag: *mut u32 = bytemuck::try_from_bytes_mut(word)
+            .map_err(|e| DspError::CudaRequest(format!("the gate buffer: {e}")))?;
         // SAFETY: `flag` points to the first word of `gate`, a live mapped
         // buffer that the GPU only reads.
         unsafe { std::ptr::write_volatile(flag, 0) };

@@ -100,7 +100,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, DspError> {
             Step::Frame(f) => {
                 backend.launch_resident(f.index)?;
                 backend.wait()?;
-                backend.read_detections(&mut dets);
+                backend.read_detections(&mut dets)?;
                 Ok(dets.list.len())
             }
         }
