@@ -1,4 +1,5 @@
-//! Radar processing chain, spec v1 (DESIGN.md section 6).
+//! Radar processing chain, spec v1 (docs/processing-chain.md; the frame and
+//! the defaults in docs/requirements.md).
 //!
 //! `config` holds the geometry, physical constants and chain parameters;
 //! `detection` the output types shared by every backend; `backend` the trait

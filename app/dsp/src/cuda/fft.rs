@@ -1,8 +1,7 @@
 //! One-dimensional batched C2C cuFFT plans on our stream, with input and
 //! output addresses chosen per execution (out of place for the angle FFT).
-//! Made with `cufftCreate` + `cufftMakePlanMany`, where plan properties
-//! could be set between the two (the patient-JIT property was measured:
-//! no gain, docs/performance.md).
+//! Made with `cufftCreate` + `cufftMakePlanMany`, so that plan properties
+//! can be set between the two.
 
 use std::ffi::c_int;
 use std::sync::Arc;

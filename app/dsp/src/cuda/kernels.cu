@@ -1,4 +1,4 @@
-// Radar processing chain, spec v1 (DESIGN.md section 6): the kernels around
+// Radar processing chain, spec v1 (docs/processing-chain.md): the kernels around
 // the three cuFFT transforms. Compiled by NVRTC at start-up; the geometry,
 // CFAR window and caps arrive as #defines prepended by the host, so every
 // division and loop bound below is a compile-time constant.

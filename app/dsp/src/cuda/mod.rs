@@ -1,7 +1,7 @@
 //! CUDA backend (spec v1 on the GPU): NVRTC-compiled kernels around three
 //! cuFFT plans, captured once per ring slot as a CUDA graph and replayed per
-//! frame. See `kernels.cu` for the data flow and `docs/performance.md` for
-//! the figures.
+//! frame. See `kernels.cu` for the data flow, docs/processing-chain.md for
+//! the launch choices and docs/performance.md for the figures.
 //!
 //! cudarc loads libcuda, libnvrtc and libcufft at run time and panics when
 //! one is missing, so [`probe`] checks all three before the first cudarc

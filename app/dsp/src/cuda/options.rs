@@ -86,9 +86,8 @@ impl std::fmt::Display for GpuWait {
     }
 }
 
-/// Choices in how the chain is launched; the defaults are the fastest
-/// measured on the H100 (docs/performance.md). The results do not depend on
-/// them.
+/// Choices in how the chain is launched (docs/processing-chain.md says why
+/// the defaults are what they are). The results do not depend on them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CudaOptions {
     /// Launch power_map, cfar_peaks, select_overflow and refine_output as

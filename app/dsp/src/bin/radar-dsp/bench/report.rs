@@ -16,7 +16,9 @@ pub struct StageStats {
     pub max_us: f64,
 }
 
-/// METHOD.md's "two numbers" for this geometry.
+/// The two numbers that bound this geometry's chain from below: the bytes
+/// that must move (the frame, once) and the bytes this chain moves, each
+/// over the device's bandwidth.
 #[derive(Clone, Debug, Serialize)]
 pub struct Floors {
     /// The frame, read once (the least any implementation must move).
@@ -89,7 +91,7 @@ pub struct BenchReport {
     /// loops began, to line the samples up with other logs (`--samples`).
     pub end_to_end_started_unix_s: Option<f64>,
     pub end_to_end_paced_started_unix_s: Option<f64>,
-    /// Chunk-streamed mode (CUDA; DESIGN.md section 3): each chunk's range
+    /// Chunk-streamed mode (CUDA; docs/processing-chain.md): each chunk's range
     /// work launched as the chunk lands, so that from "frame complete" only
     /// the last chunk's and the rest of the chain remain; back to back (the
     /// chunks' work done, untimed, before each frame's time starts) and,
