@@ -1,6 +1,6 @@
 //! `radar-dsp bench` on the CPU reference backend.
 
-use radar_dsp::{CpuBackend, Detections, DspError};
+use radar_dsp::{BackendKind, CpuBackend, Detections, DspError};
 
 use super::frames::generate;
 use super::options::BenchOptions;
@@ -17,7 +17,11 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     }
     let mut backend = CpuBackend::new(cfg)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut report = report_base(opts, "cpu", format!("{threads} CPU threads (rustfft)"));
+    let mut report = report_base(
+        opts,
+        BackendKind::Cpu,
+        format!("{threads} CPU threads (rustfft)"),
+    );
     let views: Vec<&[u8]> = slots.iter().map(|s| s.as_slice()).collect();
     let mut dets = Detections::with_capacity(cfg.chain.max_detections);
     let expect = first_counts(&mut backend, &views, &mut dets)?;

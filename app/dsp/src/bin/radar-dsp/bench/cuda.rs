@@ -1,7 +1,7 @@
 //! `radar-dsp bench` on the CUDA backend, through its instrumented runs.
 
 use radar_dsp::cuda::{CudaBackend, CudaOptions, GraphSet, MappedHostBuffer, Mapping};
-use radar_dsp::{Backend, Detections, DspError, SlotAddr};
+use radar_dsp::{Backend, BackendKind, Detections, DspError, SlotAddr};
 use radar_stats::LatencyStats;
 
 use super::frames::generate;
@@ -19,7 +19,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     let option_text = std::env::var("RADAR_CUDA_OPTIONS").unwrap_or_default();
     let cuda_opts = CudaOptions::parse(&option_text)?;
     let mut backend = CudaBackend::with_options(cfg, &cuda_opts)?;
-    let mut report = report_base(opts, "cuda", backend.device().to_string());
+    let mut report = report_base(opts, BackendKind::Cuda, backend.device().to_string());
     report.kernels_per_frame = Some(backend.kernels_per_frame()?);
     report.cuda_options = Some(option_text);
     report.pdl = Some(backend.pdl());

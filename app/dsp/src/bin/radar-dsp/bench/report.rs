@@ -1,8 +1,8 @@
 //! The report of a `radar-dsp bench` run: every figure in its JSON, the
 //! main ones in its table.
 
-use radar_dsp::ChainConfig;
 use radar_dsp::cuda::StageTiming;
+use radar_dsp::{BackendKind, ChainConfig};
 use radar_stats::LatencyStats;
 use serde::Serialize;
 
@@ -55,7 +55,8 @@ pub struct LaunchGap {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
-    pub backend: String,
+    /// The backend measured (`cpu` or `cuda`).
+    pub backend: BackendKind,
     pub device: String,
     /// CUDA launch choices (`RADAR_CUDA_OPTIONS`, empty for the defaults).
     pub cuda_options: Option<String>,
@@ -178,10 +179,10 @@ pub fn unix_time_f64() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-pub fn report_base(opts: &BenchOptions, backend: &str, device: String) -> BenchReport {
+pub fn report_base(opts: &BenchOptions, backend: BackendKind, device: String) -> BenchReport {
     let g = &opts.cfg.geometry;
     BenchReport {
-        backend: backend.to_string(),
+        backend,
         device,
         cuda_options: None,
         pdl: None,
@@ -267,7 +268,7 @@ pub fn table(r: &BenchReport) -> String {
         "{:<44} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
         "per frame, microseconds", "mean", "p50", "p99", "p99.9", "max", "frames/s"
     ));
-    let slot_kind = if r.backend == "cuda" {
+    let slot_kind = if r.backend == BackendKind::Cuda {
         "end to end, mapped pinned slot"
     } else {
         "end to end, host memory slot"
