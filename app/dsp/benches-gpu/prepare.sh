@@ -9,7 +9,10 @@ set -euo pipefail
 ROOT=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 DEST=${1:-$ROOT/.device-bin/cuda}
 cd "$ROOT"
-cargo build --release -p radar-dsp --bins --tests
+# The radar-dsp tool and cuda_matches_cpu need the CUDA backend's
+# instrumented runs (feature `instrument`, a default of radar-dsp; radard
+# links the library without it, its loop_floor bench with it).
+cargo build --release -p radar-dsp --features instrument --bins --tests
 cargo build --release -p radard --bins --tests
 mkdir -p "$DEST"
 exe() { # target name, kind[, package[, cargo command: test (release), bench]]
