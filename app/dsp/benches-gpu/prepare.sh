@@ -28,6 +28,9 @@ for l in sys.stdin:
 cp target/release/radar-dsp "$DEST/radar-dsp"
 cp "$(exe cuda_matches_cpu test)" "$DEST/cuda_matches_cpu"
 cp "$(exe radar_dsp lib)" "$DEST/radar_dsp_unit"
+# radard as it ships: built alone, so that radar-dsp comes without
+# `instrument` (built with its tests and benches, it would have it).
+cargo build --release -p radard --bin radard
 cp target/release/radard "$DEST/radard"
 cp "$(exe hot_loop_alloc test radard)" "$DEST/radard_hot_loop_alloc"
 cp "$(exe loop_floor bench radard bench)" "$DEST/loop_floor"
