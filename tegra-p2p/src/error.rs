@@ -60,9 +60,32 @@ pub enum Error {
     /// Ring memory could not be allocated, mapped or locked.
     #[error("ring memory: {op}: {reason}")]
     Memory { op: &'static str, reason: String },
-    /// A CUDA driver call failed.
-    #[error("CUDA: {op}: {reason}")]
-    Cuda { op: &'static str, reason: String },
+    /// A CUDA driver call failed; `op` says what was attempted.
+    #[cfg(feature = "cuda")]
+    #[error("CUDA: {op}: {source}")]
+    Cuda {
+        op: &'static str,
+        #[source]
+        source: cuda_mem::DriverError,
+    },
+    /// CUDA cannot serve here: libcuda does not load, there is no device,
+    /// or the driver's memory cannot be used as asked.
+    #[cfg(feature = "cuda")]
+    #[error("CUDA: {0}")]
+    CudaUnusable(#[source] cuda_mem::CudaError),
+    /// CUDA memory was asked of a build without the `cuda` feature.
+    #[error("CUDA: {op}: built without the `cuda` feature")]
+    CudaNotBuilt { op: &'static str },
+}
+
+#[cfg(feature = "cuda")]
+impl From<cuda_mem::CudaError> for Error {
+    fn from(e: cuda_mem::CudaError) -> Self {
+        match e {
+            cuda_mem::CudaError::Driver { op, source } => Error::Cuda { op, source },
+            other => Error::CudaUnusable(other),
+        }
+    }
 }
 
 /// Result with this crate's [`Error`].

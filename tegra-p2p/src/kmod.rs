@@ -191,9 +191,10 @@ impl Device {
 
     /// Plain `read()` of whole event records; returns how many were read.
     pub fn read_events(&self, buf: &mut [fpga_p2p_event]) -> Result<usize> {
-        let bytes = std::mem::size_of_val(buf);
-        // SAFETY: buf is a live, writable array of plain-data records of `bytes` bytes.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), bytes) };
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        // SAFETY: `bytes` is a live, writable buffer of `bytes.len()` bytes;
+        // whatever the kernel writes there is a valid record (`Pod`).
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
         if n < 0 {
             return Err(match Errno::last() {
                 Errno::ETIMEDOUT => Error::Timeout {

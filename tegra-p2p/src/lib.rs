@@ -34,9 +34,6 @@ pub mod sim;
 pub mod source;
 pub mod uapi;
 
-#[cfg(feature = "cuda")]
-pub mod cuda;
-
 pub use error::{Error, Result};
 pub use kmod::KmodSource;
 pub use pattern::{Mismatch, SequenceTracker, check_crc, crc32, verify_test_pattern};

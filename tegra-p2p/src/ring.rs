@@ -2,7 +2,8 @@
 //! in one region, allocated once at start-up ("map once, stream forever").
 //!
 //! With CUDA (feature `cuda`, libcuda present, a device): `cuMemHostAlloc`
-//! with `DEVICEMAP | PORTABLE` in the primary context of device 0, a device
+//! with `DEVICEMAP | PORTABLE` (cuda-mem's `MappedHostBuffer`, zero-filled)
+//! in the primary context of device 0, a device
 //! pointer per slot, and `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS` set on the region
 //! (as NVIDIA's nv-p2p sample does before the memory is pinned for DMA).
 //! Without CUDA: anonymous page-aligned `mmap`, populated and `mlock`ed.
@@ -78,7 +79,7 @@ enum Backing {
     Mmap { start: NonNull<u8>, len: usize },
     #[cfg(feature = "cuda")]
     // Held for its Drop (cuMemFreeHost).
-    Cuda(#[allow(dead_code)] crate::cuda::CudaHostAlloc),
+    Cuda(#[allow(dead_code)] cuda_mem::MappedHostBuffer),
 }
 
 /// One allocation holding every slot of a ring.
@@ -163,17 +164,20 @@ impl RingMemory {
 
     #[cfg(feature = "cuda")]
     fn new_cuda(cfg: &RingConfig, len: usize, mut warnings: Vec<String>) -> Result<Self> {
-        let alloc = crate::cuda::CudaHostAlloc::new(len + GUARD_BYTES, ALIGN)?;
+        let ctx = cuda_mem::primary_context()?;
+        let mapping = cuda_mem::Mapping {
+            portable: true,
+            align: ALIGN,
+        };
+        let alloc = cuda_mem::MappedHostBuffer::new(&ctx, len + GUARD_BYTES, mapping)?;
         // SAFETY: the allocation holds GUARD_BYTES more than the ring.
-        let base = unsafe { NonNull::new_unchecked(alloc.host_base().as_ptr().add(GUARD_BYTES)) };
+        let base = unsafe { NonNull::new_unchecked(alloc.host_ptr().add(GUARD_BYTES)) };
         if let Err(e) = dont_fork(base, len) {
             warnings.push(format!("ring not excluded from fork(): {e}"));
         }
         let mut device_ptrs = Vec::with_capacity(cfg.nr_slots as usize);
         for s in 0..cfg.nr_slots as usize {
-            // SAFETY: s < nr_slots, so the offset stays inside the allocation.
-            let p = unsafe { base.as_ptr().add(s * cfg.slot_bytes) };
-            device_ptrs.push(alloc.device_pointer(p)?);
+            device_ptrs.push(alloc.device_ptr_at(GUARD_BYTES + s * cfg.slot_bytes)?);
         }
         if let Err(e) = alloc.set_sync_memops(device_ptrs[0]) {
             warnings.push(format!("CU_POINTER_ATTRIBUTE_SYNC_MEMOPS not set: {e}"));
@@ -192,9 +196,8 @@ impl RingMemory {
 
     #[cfg(not(feature = "cuda"))]
     fn new_cuda(_cfg: &RingConfig, _len: usize, _warnings: Vec<String>) -> Result<Self> {
-        Err(Error::Cuda {
+        Err(Error::CudaNotBuilt {
             op: "allocate ring",
-            reason: "built without the `cuda` feature".into(),
         })
     }
 
@@ -372,7 +375,7 @@ impl Drop for RingMemory {
                 unsafe { libc::munmap(start.as_ptr().cast(), *len) };
             }
             #[cfg(feature = "cuda")]
-            Backing::Cuda(_) => {} // CudaHostAlloc frees itself.
+            Backing::Cuda(_) => {} // MappedHostBuffer frees itself.
         }
     }
 }

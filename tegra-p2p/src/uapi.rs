@@ -119,8 +119,10 @@ pub struct fpga_p2p_tx {
 }
 
 /// `struct fpga_p2p_event`: the fixed-size record `read()` returns.
+/// `Pod`: plain integers, no padding, any bits valid, so records are read
+/// from the device's bytes as they are.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct fpga_p2p_event {
     pub type_: u32,
     pub handle: u32,
@@ -135,6 +137,11 @@ pub struct fpga_p2p_event {
     pub cookie: u64,
     pub reserved: u64,
 }
+
+// The header's record: 64 bytes, 8-byte aligned, no padding (what `Pod`
+// needs; tests/uapi_layout.rs checks every offset against the header).
+const _: () = assert!(std::mem::size_of::<fpga_p2p_event>() == 64);
+const _: () = assert!(std::mem::align_of::<fpga_p2p_event>() == 8);
 
 /// `struct fpga_p2p_wait`: release a slot, then wait for the next event.
 #[repr(C)]

@@ -5,15 +5,11 @@
 
 use std::time::Duration;
 
-use cudarc::driver::sys;
+use cudarc::driver::result;
 use tegra_p2p::*;
 
 fn cuda_or_skip() -> bool {
-    if !tegra_p2p::cuda::cuda_library_present() {
-        println!("skipped: no CUDA");
-        return false;
-    }
-    if let Err(e) = tegra_p2p::cuda::primary_context() {
+    if let Err(e) = cuda_mem::primary_context() {
         println!("skipped: no CUDA ({e})");
         return false;
     }
@@ -39,7 +35,7 @@ fn cuda_ring_slots_are_device_visible() {
             "device pointers follow the slots"
         );
     }
-    let ctx = tegra_p2p::cuda::primary_context().unwrap();
+    let ctx = cuda_mem::primary_context().unwrap();
     let mut src = SimSource::new(ring, SimConfig::with_chunk_bytes(64 << 10)).unwrap();
     src.start(&StartParams::test_pattern().with_chunk_period(Duration::from_micros(20)))
         .unwrap();
@@ -50,9 +46,7 @@ fn cuda_ring_slots_are_device_visible() {
         ctx.bind_to_thread().unwrap();
         // SAFETY: copies slot bytes through the frame's device pointer into a
         // host buffer of the same size; the slot is owned by us while `f` lives.
-        unsafe { sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), dev, slot) }
-            .result()
-            .expect("cuMemcpyDtoH");
+        unsafe { result::memcpy_dtoh_sync(&mut back, dev) }.expect("cuMemcpyDtoH");
         assert!(back == f.data(), "GPU sees the bytes the FPGA wrote");
         verify_test_pattern(&back, f.sequence(), 64 << 10).unwrap();
     }

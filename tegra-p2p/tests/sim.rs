@@ -1,4 +1,4 @@
-//! The simulator against the contract of DESIGN.md section 3 and
+//! The simulator against the ring's contract (docs/requirements.md) and
 //! board/fpga/test-pattern.md: pattern, CRC, drop at source, sequence and
 //! drop accounting, fault injection, playback, timeouts, chunk events.
 

@@ -9,7 +9,10 @@ set -euo pipefail
 ROOT=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 DEST=${1:-$ROOT/.device-bin/cuda}
 cd "$ROOT"
-cargo build --release -p radar-dsp --bins --tests
+# The radar-dsp tool and cuda_matches_cpu need the CUDA backend's
+# instrumented runs (feature `instrument`, a default of radar-dsp; radard
+# links the library without it, its loop_floor bench with it).
+cargo build --release -p radar-dsp --features instrument --bins --tests
 cargo build --release -p radard --bins --tests
 mkdir -p "$DEST"
 exe() { # target name, kind[, package[, cargo command: test (release), bench]]
@@ -25,6 +28,9 @@ for l in sys.stdin:
 cp target/release/radar-dsp "$DEST/radar-dsp"
 cp "$(exe cuda_matches_cpu test)" "$DEST/cuda_matches_cpu"
 cp "$(exe radar_dsp lib)" "$DEST/radar_dsp_unit"
+# radard as it ships: built alone, so that radar-dsp comes without
+# `instrument` (built with its tests and benches, it would have it).
+cargo build --release -p radard --bin radard
 cp target/release/radard "$DEST/radard"
 cp "$(exe hot_loop_alloc test radard)" "$DEST/radard_hot_loop_alloc"
 cp "$(exe loop_floor bench radard bench)" "$DEST/loop_floor"

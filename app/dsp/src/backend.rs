@@ -24,8 +24,8 @@ pub struct SlotFrame {
     pub capture: u64,
 }
 
-/// One frame to process: the raw int16 I/Q bytes in the layout of
-/// DESIGN.md section 3, and, when it sits in a prepared ring slot, which one
+/// One frame to process: the raw int16 I/Q bytes in the frame layout of
+/// docs/requirements.md, and, when it sits in a prepared ring slot, which one
 /// (so a backend can replay the work it captured for that slot, and finish
 /// what `chunk_landed` started for that frame).
 #[derive(Clone, Copy, Debug)]
@@ -46,7 +46,7 @@ pub trait Backend {
     }
 
     /// Whether [`Self::chunk_landed`] starts work before the frame is
-    /// complete (chunk-streamed mode, DESIGN.md section 3). When false the
+    /// complete (chunk-streamed mode, docs/processing-chain.md). When false the
     /// caller need not ask its source for chunk events at all.
     fn streams_chunks(&self) -> bool {
         false

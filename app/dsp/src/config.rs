@@ -1,6 +1,6 @@
-//! Frame geometry, physical constants and chain parameters (DESIGN.md
-//! sections 3 and 6). Every number is configuration; the defaults are the
-//! `orin-4t4r` preset. `validate` names the offending TOML key in its error.
+//! Frame geometry, physical constants and chain parameters
+//! (docs/requirements.md; the chain in docs/processing-chain.md). Every
+//! number is configuration; the defaults are the `orin-4t4r` preset. `validate` names the offending TOML key in its error.
 
 use serde::{Deserialize, Serialize};
 

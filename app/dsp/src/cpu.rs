@@ -1,4 +1,4 @@
-//! CPU reference backend: spec v1 (DESIGN.md section 6) with rustfft.
+//! CPU reference backend: spec v1 (docs/processing-chain.md) with rustfft.
 //!
 //! Per virtual channel `p = i * N_rx + j` (independent until step 4):
 //! 1. for every loop `l`, chirp `m = l * N_tx + i`, RX `j`: int16 I/Q to
@@ -90,7 +90,7 @@ struct ChannelJob {
 /// Where a job reads its raw samples from.
 #[derive(Clone, Copy)]
 enum RawSource<'a> {
-    /// The whole frame in the DESIGN.md layout.
+    /// The whole frame, in the frame layout (`[chirp][rx][sample]`).
     Frame(&'a [u8]),
     /// The job's own copy, `[channel][l][n]`.
     Copy,

@@ -33,9 +33,17 @@ pub struct Detection {
 }
 
 // The layout `struct GpuDetection` in cuda/kernels.cu and radard's status
-// board rely on: ten 4-byte fields, 4-byte aligned.
-const _: () = assert!(std::mem::size_of::<Detection>() == 40);
-const _: () = assert!(std::mem::align_of::<Detection>() == 4);
+// board rely on: ten 4-byte fields in this order, 4-byte aligned.
+const _: () = {
+    use std::mem::{align_of, offset_of, size_of};
+    type D = Detection;
+    assert!(size_of::<D>() == 40 && align_of::<D>() == 4);
+    assert!(offset_of!(D, range_bin) == 0 && offset_of!(D, doppler_bin) == 4);
+    assert!(offset_of!(D, range_m) == 8 && offset_of!(D, velocity_mps) == 12);
+    assert!(offset_of!(D, azimuth_deg) == 16 && offset_of!(D, snr_db) == 20);
+    assert!(offset_of!(D, power_db) == 24 && offset_of!(D, range_bin_refined) == 28);
+    assert!(offset_of!(D, doppler_bin_refined) == 32 && offset_of!(D, angle_bin_refined) == 36);
+};
 
 /// The detections of one frame, at most `capacity` of them, in ascending
 /// range bin then Doppler bin; `cut` counts those dropped by the cap.

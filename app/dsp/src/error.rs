@@ -20,9 +20,36 @@ pub enum DspError {
         bytes: u64,
         frame_bytes: usize,
     },
-    /// The CUDA backend could not be used (libraries, device, compile, launch).
+    /// A CUDA driver call failed; `op` says what was attempted.
+    #[error("cuda: {op}: {source}")]
+    Cuda {
+        op: &'static str,
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
+    /// CUDA cannot serve here: a library does not load, there is no
+    /// device, or the driver's memory cannot be used as asked.
     #[error("cuda: {0}")]
-    Cuda(String),
+    CudaUnusable(#[source] cuda_mem::CudaError),
+    /// NVRTC could not compile the kernels; `log` is its program log (or,
+    /// when it failed before compiling, its error).
+    #[error("cuda: NVRTC compile: {log}")]
+    Nvrtc {
+        log: String,
+        #[source]
+        source: cudarc::nvrtc::CompileError,
+    },
+    /// A cuFFT call failed; `op` says what was attempted.
+    #[error("cuda: {op}: {source}")]
+    Cufft {
+        op: &'static str,
+        #[source]
+        source: cudarc::cufft::result::CufftError,
+    },
+    /// The CUDA backend cannot serve a request: a ring slot it cannot read,
+    /// an input never prepared, a size its kernels or cuFFT cannot take.
+    #[error("cuda: {0}")]
+    CudaRequest(String),
     /// A backend failed for a reason of its own (a worker thread died).
     #[error("backend: {0}")]
     Backend(String),
@@ -34,7 +61,29 @@ pub enum DspError {
     },
 }
 
+impl From<cuda_mem::CudaError> for DspError {
+    fn from(e: cuda_mem::CudaError) -> Self {
+        match e {
+            cuda_mem::CudaError::Driver { op, source } => DspError::Cuda { op, source },
+            other => DspError::CudaUnusable(other),
+        }
+    }
+}
+
 impl DspError {
+    /// Whether CUDA failed or cannot serve (any of the `Cuda*`, `Nvrtc`
+    /// and `Cufft` variants).
+    pub fn is_cuda(&self) -> bool {
+        matches!(
+            self,
+            DspError::Cuda { .. }
+                | DspError::CudaUnusable(_)
+                | DspError::Nvrtc { .. }
+                | DspError::Cufft { .. }
+                | DspError::CudaRequest(_)
+        )
+    }
+
     pub fn config(key: &str, reason: impl Into<String>) -> Self {
         DspError::Config {
             key: key.to_string(),

@@ -1,4 +1,4 @@
-//! Raw frame files: frames in the DESIGN.md section 3 layout, concatenated,
+//! Raw frame files: frames in the layout of docs/requirements.md, concatenated,
 //! no header. A file whose size is not a whole number of frames is refused
 //! before anything is read (it is truncated or not a frame file for this
 //! geometry).

@@ -1,4 +1,5 @@
-//! Radar processing chain, spec v1 (DESIGN.md section 6).
+//! Radar processing chain, spec v1 (docs/processing-chain.md; the frame and
+//! the defaults in docs/requirements.md).
 //!
 //! `config` holds the geometry, physical constants and chain parameters;
 //! `detection` the output types shared by every backend; `backend` the trait
@@ -6,11 +7,12 @@
 //! `refine` and `window` are the host-side pieces every backend shares;
 //! `cpu` is the reference backend, `scene` the synthetic frame generator,
 //! `framefile` raw frame files, `select` picks a backend by name; `cuda` is
-//! the GPU backend, `bench` the `radar-dsp bench` measurements.
+//! the GPU backend. With the `instrument` feature (on by default, off where
+//! radard links the library) the CUDA backend also has the instrumented
+//! runs that the `radar-dsp` tool's `bench` reports.
 
 pub mod angle;
 pub mod backend;
-pub mod bench;
 pub mod cfar;
 pub mod config;
 pub mod cpu;

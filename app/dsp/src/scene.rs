@@ -1,5 +1,5 @@
 //! Synthetic FMCW scenes: point targets and noise, quantised to int16 frames
-//! in the layout of DESIGN.md section 3.
+//! in the frame layout of docs/requirements.md.
 //!
 //! # Signal model
 //! Target `t` with complex amplitude `A_t = a_t exp(j phi_t)` (LSB; `phi_t`

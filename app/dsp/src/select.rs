@@ -9,8 +9,8 @@ use crate::cpu::CpuBackend;
 use crate::cuda::{CudaBackend, CudaOptions};
 use crate::error::DspError;
 
-/// Which backend runs the chain: a value of `--backend` (clap) and of a
-/// configuration file's `backend.kind` (serde), spelled `auto`, `cuda`, `cpu`.
+/// Which backend runs the chain. Spelled `auto`, `cuda` and `cpu` on
+/// command lines, in TOML and in text.
 #[derive(
     Clone,
     Copy,
@@ -23,14 +23,14 @@ use crate::error::DspError;
     serde::Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum BackendKind {
     /// CUDA when it can be used, else the CPU.
     #[default]
-    #[value(name = "auto")]
     Auto,
-    #[value(name = "cuda")]
+    /// The CUDA backend; an error when it cannot start.
     Cuda,
-    #[value(name = "cpu")]
+    /// The CPU reference backend.
     Cpu,
 }
 
@@ -38,14 +38,8 @@ impl FromStr for BackendKind {
     type Err = DspError;
 
     fn from_str(s: &str) -> Result<Self, DspError> {
-        match s {
-            "auto" => Ok(BackendKind::Auto),
-            "cuda" => Ok(BackendKind::Cuda),
-            "cpu" => Ok(BackendKind::Cpu),
-            other => Err(DspError::Parse(format!(
-                "unknown backend {other:?} (auto, cuda, cpu)"
-            ))),
-        }
+        <BackendKind as clap::ValueEnum>::from_str(s, false)
+            .map_err(|_| DspError::Parse(format!("unknown backend {s:?} (auto, cuda, cpu)")))
     }
 }
 
@@ -153,8 +147,33 @@ mod tests {
                 let e = select_backend(BackendKind::Cuda, &cfg)
                     .err()
                     .expect("cuda without CUDA must fail");
-                assert!(matches!(e, DspError::Cuda(_)), "{e}");
+                assert!(e.is_cuda(), "{e}");
             }
         }
+    }
+
+    /// `auto`, `cuda` and `cpu`, whichever way they come in or go out.
+    #[test]
+    fn backend_kind_spellings() {
+        use clap::ValueEnum;
+        for (k, text) in [
+            (BackendKind::Auto, "auto"),
+            (BackendKind::Cuda, "cuda"),
+            (BackendKind::Cpu, "cpu"),
+        ] {
+            assert_eq!(k.to_string(), text);
+            assert_eq!(text.parse::<BackendKind>().expect("FromStr"), k);
+            assert_eq!(<BackendKind as ValueEnum>::from_str(text, false), Ok(k));
+            assert_eq!(
+                serde_json::to_string(&k).expect("serialize"),
+                format!("\"{text}\"")
+            );
+            let back: BackendKind =
+                serde_json::from_str(&format!("\"{text}\"")).expect("deserialize");
+            assert_eq!(back, k);
+        }
+        assert_eq!(BackendKind::value_variants().len(), 3);
+        let e = "gpu".parse::<BackendKind>().expect_err("unknown backend");
+        assert!(e.to_string().contains("auto, cuda, cpu"), "{e}");
     }
 }

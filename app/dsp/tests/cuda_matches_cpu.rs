@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use radar_dsp::backend::{Backend, FrameInput, SlotAddr, SlotFrame};
 use radar_dsp::config::ChainConfig;
 use radar_dsp::cpu::CpuBackend;
-use radar_dsp::cuda::{CudaBackend, CudaOptions, MappedHostBuffer, probe};
+use radar_dsp::cuda::{CudaBackend, CudaOptions, MappedHostBuffer, Mapping, probe};
 use radar_dsp::detection::Detections;
 use radar_dsp::error::DspError;
 use radar_dsp::scene::{Scene, SceneGenerator, Target};
@@ -253,20 +253,22 @@ fn compare_with(
     worst.cut += u64::from(dc.cut);
 }
 
-/// A ring of `slots` mapped pinned slots of `gpu`'s context, each holding a
-/// random scene's frame (seeds from `seed`), and their addresses.
+/// A ring of `slots` mapped pinned slots in device 0's primary context (the
+/// backend's), each holding a random scene's frame (seeds from `seed`), and
+/// their addresses.
 fn mapped_ring(
     cfg: &ChainConfig,
-    gpu: &CudaBackend,
     rng: &mut ChaCha8Rng,
     slots: usize,
     seed: u64,
 ) -> (Vec<MappedHostBuffer>, Vec<SlotAddr>) {
     let fb = cfg.geometry.frame_bytes();
+    let ctx = cuda_mem::primary_context().expect("primary context");
     let ring: Vec<MappedHostBuffer> = (0..slots)
         .map(|k| {
             let scene = random_scene(cfg, rng, 10);
-            let mut buf = gpu.mapped_buffer(fb).expect("mapped buffer");
+            let mut buf =
+                MappedHostBuffer::new(&ctx, fb, Mapping::default()).expect("mapped buffer");
             buf.as_mut_slice()[..fb].copy_from_slice(&frame(cfg, &scene, seed + k as u64));
             buf
         })
@@ -455,11 +457,11 @@ fn slots_staging_and_bad_input() {
     let fb = cfg.geometry.frame_bytes();
     let mut gpu = CudaBackend::new(&cfg).expect("cuda backend");
     let mut rng = ChaCha8Rng::seed_from_u64(9);
-    let (ring, addrs) = mapped_ring(&cfg, &gpu, &mut rng, 3, 0);
+    let (ring, addrs) = mapped_ring(&cfg, &mut rng, 3, 0);
     gpu.prepare_slots(&addrs).expect("prepare slots");
     // Our four kernels (convert, power, CFAR, refine) plus cuFFT's for the
     // range-Doppler and angle transforms.
-    let k = gpu.kernels_per_frame();
+    let k = gpu.kernels_per_frame().expect("kernel count");
     assert!((7..=12).contains(&k), "{k} kernels per frame");
     for round in 0..2 {
         for (s, b) in ring.iter().enumerate() {
@@ -578,13 +580,19 @@ fn slots_staging_and_bad_input() {
         device_ptr: None,
         bytes: fb,
     }];
-    assert!(matches!(gpu.prepare_slots(&bad), Err(DspError::Cuda(_))));
+    assert!(matches!(
+        gpu.prepare_slots(&bad),
+        Err(DspError::CudaRequest(_))
+    ));
     let small = [SlotAddr {
         host_ptr: 4096,
         device_ptr: Some(4096),
         bytes: fb / 2,
     }];
-    assert!(matches!(gpu.prepare_slots(&small), Err(DspError::Cuda(_))));
+    assert!(matches!(
+        gpu.prepare_slots(&small),
+        Err(DspError::CudaRequest(_))
+    ));
 }
 
 /// How a frame's chunks reach the backend in `chunk_streamed_frames_match`.
@@ -641,18 +649,21 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
         let mut gpu = CudaBackend::new(&cfg).expect("cuda backend");
         let mut rng = ChaCha8Rng::seed_from_u64(0xc4u64 + chunks as u64);
         let slots = 4;
-        let (mut ring, addrs) = mapped_ring(&cfg, &gpu, &mut rng, slots, 900);
+        let (mut ring, addrs) = mapped_ring(&cfg, &mut rng, slots, 900);
         assert!(!gpu.streams_chunks(), "{name}: streams before slots exist");
         gpu.prepare_slots(&addrs).expect("prepare slots");
         assert!(gpu.streams_chunks(), "{name}: chunk streaming not set up");
         assert_eq!(gpu.streamed_chunks(), Some(chunks));
-        let (all, finish) = gpu.kernels_per_streamed_frame().expect("kernel counts");
+        let (all, finish) = gpu
+            .kernels_per_streamed_frame()
+            .expect("kernel count")
+            .expect("kernel counts");
         // Every chunk graph holds convert_window and a range FFT kernel at
         // least; the finishing graph those, the Doppler FFT and our power,
         // CFAR and refine kernels.
         assert!(
             finish >= 6 && all >= finish + 2 * (chunks - 1),
-            "{name}: {all} kernels streamed, {finish} finishing, {} whole",
+            "{name}: {all} kernels streamed, {finish} finishing, {:?} whole",
             gpu.kernels_per_frame()
         );
 

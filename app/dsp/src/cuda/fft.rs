@@ -1,8 +1,7 @@
 //! One-dimensional batched C2C cuFFT plans on our stream, with input and
 //! output addresses chosen per execution (out of place for the angle FFT).
-//! Made with `cufftCreate` + `cufftMakePlanMany`, where plan properties
-//! could be set between the two (the patient-JIT property was measured:
-//! no gain, docs/performance.md).
+//! Made with `cufftCreate` + `cufftMakePlanMany`, so that plan properties
+//! can be set between the two.
 
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -10,9 +9,14 @@ use std::sync::Arc;
 use cudarc::cufft::{result as fft_result, sys as fft_sys};
 use cudarc::driver::CudaStream;
 
+use cuda_mem::cuda_err;
+
 use crate::error::DspError;
 
-use super::cuda_err;
+/// The error of cuFFT call `op`, for `map_err`.
+fn cufft_err(op: &'static str) -> impl FnOnce(fft_result::CufftError) -> DspError {
+    move |source| DspError::Cufft { op, source }
+}
 
 pub(super) struct FftPlan {
     handle: fft_sys::cufftHandle,
@@ -49,7 +53,7 @@ impl FftPlan {
         // SAFETY: FFI with a valid out-pointer.
         unsafe { fft_sys::cufftCreate(&mut handle) }
             .result()
-            .map_err(cuda_err(what))?;
+            .map_err(cufft_err(what))?;
         let plan = FftPlan {
             handle,
             _stream: stream.clone(),
@@ -78,10 +82,10 @@ impl FftPlan {
                 layout.batch,
             )
         }
-        .map_err(cuda_err(what))?;
+        .map_err(cufft_err(what))?;
         // SAFETY: the handle is planned; the stream outlives the plan.
         unsafe { fft_result::set_stream(handle, stream.cu_stream() as _) }
-            .map_err(cuda_err("cufftSetStream"))?;
+            .map_err(cufft_err("cufftSetStream"))?;
         Ok(plan)
     }
 
@@ -101,7 +105,7 @@ impl FftPlan {
                 -1,
             )
         }
-        .map_err(cuda_err("cufftExecC2C"))
+        .map_err(cufft_err("cufftExecC2C"))
     }
 }
 

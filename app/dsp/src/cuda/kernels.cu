@@ -1,4 +1,4 @@
-// Radar processing chain, spec v1 (DESIGN.md section 6): the kernels around
+// Radar processing chain, spec v1 (docs/processing-chain.md): the kernels around
 // the three cuFFT transforms. Compiled by NVRTC at start-up; the geometry,
 // CFAR window and caps arrive as #defines prepended by the host, so every
 // division and loop bound below is a compile-time constant.
@@ -588,24 +588,6 @@ select_overflow(Candidate *cand, const u32 *state, u32 *keys, float2 *angle, u32
 {
     pdl_wait();
     select_overflow_block(cand, state, keys, angle, rows, x, tdm);
-}
-
-// For the instrumented (non-graph) timing run: hold the stream until the
-// host has queued every stage, so the events between stages time the GPU
-// work and not the host's launch calls. Gives up after max_cycles.
-extern "C" __global__ void gate_wait(const volatile u32 *flag, u64 max_cycles)
-{
-    const u64 t0 = clock64();
-    while (*flag == 0u && clock64() - t0 < max_cycles) {
-        __nanosleep(1000);
-    }
-}
-
-// An empty kernel (one warp), to measure the kernel-to-kernel gap of a graph.
-extern "C" __global__ void empty_kernel(u64 unused)
-{
-    pdl_wait();
-    pdl_release_dependents();
 }
 
 // Parabolic interpolation on power (spec v1 step 9), in double, clamped to

@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule, CudaStream, sys,
-};
+use bytemuck::{Pod, Zeroable};
+use cudarc::driver::{CudaContext, CudaFunction, CudaGraph, CudaModule, CudaStream, result, sys};
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
 
 use crate::cfar::CfarTables;
@@ -14,16 +13,23 @@ use crate::detection::{Detection, Detections};
 use crate::error::DspError;
 use crate::window::hann_periodic;
 
-use super::cuda_err;
-use super::device::DeviceBuffer;
+use cuda_mem::{DeviceMemory, MappedHostBuffer, Mapping, cuda_err};
+
 use super::fft::{FftPlan, Layout};
-use super::mapped::MappedHostBuffer;
+use super::options::{CudaOptions, KernelShape, SelectAt};
+
+#[cfg(feature = "instrument")]
+mod instrument;
+#[cfg(feature = "instrument")]
+pub use instrument::StageTiming;
+#[cfg(feature = "instrument")]
+pub(super) use instrument::count_kernel_nodes;
 
 const KERNELS_CU: &str = include_str!("kernels.cu");
+/// The kernels only instrumented runs launch (a gate, an empty kernel).
+#[cfg(feature = "instrument")]
+const INSTRUMENT_CU: &str = include_str!("instrument.cu");
 
-/// CFAR tile per block (cells, one thread each), Doppler x range, unless
-/// CudaOptions::cfar_tile says otherwise.
-const CFAR_TILE: (usize, usize) = (16, 32);
 /// Static shared memory a block may use without opting in.
 const SHARED_LIMIT: usize = 48 * 1024;
 /// refine_output keeps the output keys of all kept detections in shared
@@ -31,168 +37,27 @@ const SHARED_LIMIT: usize = 48 * 1024;
 pub const MAX_DETECTIONS_LIMIT: usize = 4096;
 /// Warps per block of refine_output (REFINE_WARPS in kernels.cu).
 const REFINE_WARPS: usize = 8;
-/// Pairs of samples per thread of convert_window (CONVERT_UNROLL),
-/// unless CudaOptions::convert_unroll says otherwise.
-const CONVERT_UNROLL: usize = 4;
-/// Lanes that share one power_map item (POWER_SPLIT), unless
-/// CudaOptions::power_split says otherwise.
-const POWER_SPLIT: usize = 2;
 /// The most kernel arguments of any kernel in kernels.cu.
 const MAX_KERNEL_ARGS: usize = 12;
 /// Chunk-streamed mode is set up for frames of 2 to this many DMA chunks
 /// (a graph per chunk and slot; the landed chunks are a bit mask).
 pub const MAX_STREAMED_CHUNKS: usize = 64;
 
-/// Where step 7 over the detection cap (select_overflow) runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SelectAt {
-    /// In a select_overflow kernel between cfar_peaks and the angle FFT,
-    /// every frame (it returns at once under the cap).
-    Kernel,
-    /// Not in the frame's graph: when the frame's header says it went over
-    /// the cap, `wait` launches a second graph (select_overflow, angle FFT,
-    /// refine_output) that redoes the tail with the kept detections.
-    HostFallback,
-}
-
-/// How the host thread waits for a frame's work on the GPU: a value of a
-/// configuration file's `backend.gpu_wait` (serde) and of a command-line
-/// option (clap), spelled `spin`, `yield`, `block`.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Default,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum GpuWait {
-    /// Spin on the CPU: the lowest wake-up latency and no system call, at
-    /// the cost of the loop's CPU time for the whole GPU run.
-    #[default]
-    #[value(name = "spin")]
-    Spin,
-    /// Spin, yielding the CPU between polls.
-    #[value(name = "yield")]
-    Yield,
-    /// Sleep until the GPU's completion interrupt (a blocking system call):
-    /// the least CPU time, a few microseconds more latency.
-    #[value(name = "block")]
-    Block,
-}
-
-/// Choices in how the chain is launched; the defaults are the fastest
-/// measured on the H100 (docs/performance.md). The results do not depend on
-/// them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CudaOptions {
-    /// Launch power_map, cfar_peaks, select_overflow and refine_output as
-    /// programmatic dependents (PDL) of the kernel before them. `None`: on
-    /// devices of compute capability 9.0 and later (PDL needs sm_90).
-    pub pdl: Option<bool>,
-    /// Where the selection over the detection cap runs.
-    pub select: SelectAt,
-    /// CFAR tile (Doppler rows, range bins), one thread a cell: at most
-    /// 1024 cells.
-    pub cfar_tile: (usize, usize),
-    /// Pairs of samples each thread of convert_window converts.
-    pub convert_unroll: usize,
-    /// Lanes summing the channels of one pair of power-map cells.
-    pub power_split: usize,
-    /// How the host waits for the GPU.
-    pub wait: GpuWait,
-}
-
-impl Default for CudaOptions {
-    fn default() -> Self {
-        CudaOptions {
-            pdl: None,
-            select: SelectAt::HostFallback,
-            cfar_tile: KernelShape::DEFAULT.cfar_tile,
-            convert_unroll: KernelShape::DEFAULT.convert_unroll,
-            power_split: KernelShape::DEFAULT.power_split,
-            wait: GpuWait::Spin,
-        }
-    }
-}
-
-impl CudaOptions {
-    /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
-    /// `select=kernel|host`, `cfar=DxR`, `unroll=N`, `split=N`,
-    /// `wait=spin|yield|block`).
-    pub fn parse(text: &str) -> Result<Self, DspError> {
-        let mut o = CudaOptions::default();
-        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let bad = || {
-                DspError::config(
-                    "cuda options",
-                    format!(
-                        "cannot use {item:?} (pdl=on|off|auto, select=kernel|host, cfar=DxR, unroll=1|2|4|8, split=1|2|4|8|16, wait=spin|yield|block)"
-                    ),
-                )
-            };
-            let (k, v) = item.split_once('=').ok_or_else(bad)?;
-            match (k.trim(), v.trim()) {
-                ("pdl", "on") => o.pdl = Some(true),
-                ("pdl", "off") => o.pdl = Some(false),
-                ("pdl", "auto") => o.pdl = None,
-                ("select", "kernel") => o.select = SelectAt::Kernel,
-                ("select", "host") => o.select = SelectAt::HostFallback,
-                ("cfar", tile) => {
-                    let (d, r) = tile.split_once('x').ok_or_else(bad)?;
-                    let d: usize = d.parse().map_err(|_| bad())?;
-                    let r: usize = r.parse().map_err(|_| bad())?;
-                    o.cfar_tile = (d, r);
-                }
-                ("split", n) => o.power_split = n.parse().map_err(|_| bad())?,
-                ("unroll", n) => o.convert_unroll = n.parse().map_err(|_| bad())?,
-                ("wait", "spin") => o.wait = GpuWait::Spin,
-                ("wait", "yield") => o.wait = GpuWait::Yield,
-                ("wait", "block") => o.wait = GpuWait::Block,
-                _ => return Err(bad()),
-            }
-        }
-        o.validate()?;
-        Ok(o)
-    }
-
-    /// The kernels' limits on the shape choices.
-    pub fn validate(&self) -> Result<(), DspError> {
-        let (d, r) = self.cfar_tile;
-        if d == 0 || r == 0 || d * r > 1024 || (d * r) % 32 != 0 {
-            return Err(DspError::config(
-                "cuda options cfar",
-                format!("a {d}x{r} tile: one thread a cell, whole warps, at most 1024"),
-            ));
-        }
-        if !matches!(self.convert_unroll, 1 | 2 | 4 | 8) {
-            return Err(DspError::config(
-                "cuda options unroll",
-                format!("{} (1, 2, 4 or 8)", self.convert_unroll),
-            ));
-        }
-        if !matches!(self.power_split, 1 | 2 | 4 | 8 | 16) {
-            return Err(DspError::config(
-                "cuda options split",
-                format!("{} (1, 2, 4, 8 or 16)", self.power_split),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// Mirrors `struct OutHeader` in kernels.cu.
+/// Mirrors `struct OutHeader` in kernels.cu: what the GPU writes ahead of
+/// the detections in the mapped output buffer. `Pod`: read from those bytes
+/// as they are.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(super) struct OutHeader {
     pub count: u32,
     pub cut: u32,
     pub reserved: [u32; 2],
 }
+
+// kernels.cu's OutHeader: four u32, so the detections after it start
+// 16 bytes into the (page-aligned) buffer, aligned for `Detection`.
+const _: () = assert!(std::mem::size_of::<OutHeader>() == 16);
+const _: () = assert!(std::mem::align_of::<OutHeader>() == 4);
 
 /// Bytes of one `Candidate` in kernels.cu (u32, float, double, float[4]).
 const CANDIDATE_BYTES: usize = 32;
@@ -204,34 +69,24 @@ pub(super) struct ChunkGraphs {
     pub chunks: Vec<CudaGraph>,
     /// The last chunk's range work and the rest of the chain.
     pub finish: CudaGraph,
-    /// Kernel nodes of one frame in this mode (every chunk graph and finish).
-    pub kernels: usize,
-    /// Kernel nodes of `finish`.
-    pub finish_kernels: usize,
 }
 
 /// A captured graph and the input buffer it reads.
 pub(super) struct SlotGraph {
     pub graph: CudaGraph,
     /// Device address of the frame the graph reads.
+    #[cfg(feature = "instrument")]
     pub input: u64,
     /// Host address of the same bytes (mapped memory), 0 for device memory.
     pub host_ptr: usize,
-    /// Kernel nodes in the graph.
-    pub kernels: usize,
     /// Chunk-streamed mode's graphs (ring slots only, when the geometry has
     /// 2 to MAX_STREAMED_CHUNKS chunks).
     pub streamed: Option<ChunkGraphs>,
-    /// Buffers owned by this input (staging or resident), kept alive with it.
+    /// The staging slot's mapped buffer, kept alive with its graph.
     pub mapped: Option<MappedHostBuffer>,
-    pub _device: Option<DeviceBuffer>,
-}
-
-/// GPU time of one stage over the instrumented runs, in microseconds.
-#[derive(Clone, Debug)]
-pub struct StageTiming {
-    pub name: &'static str,
-    pub samples_us: Vec<f64>,
+    /// A resident frame's device buffer, kept alive with its graph.
+    #[cfg(feature = "instrument")]
+    pub _device: Option<DeviceMemory>,
 }
 
 struct Kernels {
@@ -241,30 +96,32 @@ struct Kernels {
     cfar: CudaFunction,
     select: CudaFunction,
     refine: CudaFunction,
+    #[cfg(feature = "instrument")]
     gate: CudaFunction,
+    #[cfg(feature = "instrument")]
     empty: CudaFunction,
     _module: Arc<CudaModule>,
 }
 
 struct Buffers {
-    x: DeviceBuffer,
-    pmap: DeviceBuffer,
-    cand: DeviceBuffer,
-    state: DeviceBuffer,
-    keys: DeviceBuffer,
-    rows: DeviceBuffer,
+    x: DeviceMemory,
+    pmap: DeviceMemory,
+    cand: DeviceMemory,
+    state: DeviceMemory,
+    keys: DeviceMemory,
+    rows: DeviceMemory,
     /// Angle snapshots, zero-padded: the padding is written here once (the
     /// angle FFT runs out of place, and cuFFT leaves the input of an
     /// out-of-place C2C transform as it was).
-    angle: DeviceBuffer,
+    angle: DeviceMemory,
     /// The angle FFT's output.
-    spectra: DeviceBuffer,
-    w_range: DeviceBuffer,
-    w_doppler_convert: DeviceBuffer,
-    w_doppler_clutter: DeviceBuffer,
-    alpha: DeviceBuffer,
-    n_eff: DeviceBuffer,
-    tdm: DeviceBuffer,
+    spectra: DeviceMemory,
+    w_range: DeviceMemory,
+    w_doppler_convert: DeviceMemory,
+    w_doppler_clutter: DeviceMemory,
+    alpha: DeviceMemory,
+    n_eff: DeviceMemory,
+    tdm: DeviceMemory,
 }
 
 struct Plans {
@@ -275,26 +132,19 @@ struct Plans {
     angle: FftPlan,
 }
 
-/// Stage events of an instrumented run: `mark` records the next one before
-/// each stage (and once after the last); nothing without events.
-struct Marks<'e> {
-    events: Option<&'e [CudaEvent]>,
-    next: usize,
+/// What the launch sequence does between two stages: nothing in the
+/// graphs the backend captures ([`NoMarks`]); an instrumented run records
+/// an event there.
+pub(super) trait StageMarks {
+    /// Called before each stage and once after the last.
+    fn mark(&mut self, stream: &CudaStream) -> Result<(), DspError>;
 }
 
-impl<'e> Marks<'e> {
-    fn new(events: Option<&'e [CudaEvent]>) -> Self {
-        Marks { events, next: 0 }
-    }
+/// The marks of every captured graph: none.
+pub(super) struct NoMarks;
 
-    fn mark(&mut self, stream: &CudaStream) -> Result<(), DspError> {
-        if let Some(ev) = self.events {
-            let e = ev
-                .get(self.next)
-                .ok_or_else(|| DspError::Cuda("too few timing events".to_string()))?;
-            e.record(stream).map_err(cuda_err("event record"))?;
-        }
-        self.next += 1;
+impl StageMarks for NoMarks {
+    fn mark(&mut self, _stream: &CudaStream) -> Result<(), DspError> {
         Ok(())
     }
 }
@@ -340,22 +190,6 @@ fn tdm_table(cfg: &ChainConfig) -> Vec<[f32; 2]> {
     t
 }
 
-/// Launch-shape choices baked into the kernels as #defines.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct KernelShape {
-    pub cfar_tile: (usize, usize),
-    pub convert_unroll: usize,
-    pub power_split: usize,
-}
-
-impl KernelShape {
-    pub const DEFAULT: KernelShape = KernelShape {
-        cfar_tile: CFAR_TILE,
-        convert_unroll: CONVERT_UNROLL,
-        power_split: POWER_SPLIT,
-    };
-}
-
 fn nvrtc_source(cfg: &ChainConfig, shape: KernelShape) -> String {
     let g = &cfg.geometry;
     let c = &cfg.cfar;
@@ -380,6 +214,8 @@ fn nvrtc_source(cfg: &ChainConfig, shape: KernelShape) -> String {
         src.push_str(&format!("#define {k} {v}\n"));
     }
     src.push_str(KERNELS_CU);
+    #[cfg(feature = "instrument")]
+    src.push_str(INSTRUMENT_CU);
     src
 }
 
@@ -395,11 +231,12 @@ pub(crate) fn compile_kernels(
         options: vec![arch, "--std=c++17".to_string()],
         ..Default::default()
     };
-    compile_ptx_with_opts(nvrtc_source(cfg, shape), opts).map_err(|e| match e {
-        CompileError::CompileError { log, .. } => {
-            DspError::Cuda(format!("NVRTC compile: {}", log.to_string_lossy()))
-        }
-        other => DspError::Cuda(format!("NVRTC: {other:?}")),
+    compile_ptx_with_opts(nvrtc_source(cfg, shape), opts).map_err(|source| {
+        let log = match &source {
+            CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
+            other => other.to_string(),
+        };
+        DspError::Nvrtc { log, source }
     })
 }
 
@@ -456,31 +293,39 @@ impl Pipeline {
             },
         )?;
         let module = ctx.load_module(ptx).map_err(cuda_err("load module"))?;
-        let load = |name: &'static str| {
-            module
-                .load_function(name)
-                .map_err(|e| DspError::Cuda(format!("kernel {name}: {e:?}")))
-        };
+        // The operation names the kernel: "load kernel convert_window".
+        macro_rules! load {
+            ($name:literal) => {
+                module
+                    .load_function($name)
+                    .map_err(cuda_err(concat!("load kernel ", $name)))
+            };
+        }
         let pdl = opts.pdl.unwrap_or(cc.0 >= 9);
         if pdl && cc.0 < 9 {
-            return Err(DspError::Cuda(format!(
-                "programmatic dependent launch needs sm_90 or later, the device is sm_{}{}",
-                cc.0, cc.1
-            )));
+            return Err(DspError::config(
+                "cuda options pdl",
+                format!(
+                    "programmatic dependent launch needs sm_90 or later, the device is sm_{}{}",
+                    cc.0, cc.1
+                ),
+            ));
         }
         let kernels = Kernels {
-            convert: load("convert_window")?,
+            convert: load!("convert_window")?,
             clutter: if cfg.chain.clutter_removal {
-                Some(load("clutter_doppler_window")?)
+                Some(load!("clutter_doppler_window")?)
             } else {
                 None
             },
-            power: load("power_map")?,
-            cfar: load("cfar_peaks")?,
-            select: load("select_overflow")?,
-            refine: load("refine_output")?,
-            gate: load("gate_wait")?,
-            empty: load("empty_kernel")?,
+            power: load!("power_map")?,
+            cfar: load!("cfar_peaks")?,
+            select: load!("select_overflow")?,
+            refine: load!("refine_output")?,
+            #[cfg(feature = "instrument")]
+            gate: load!("gate_wait")?,
+            #[cfg(feature = "instrument")]
+            empty: load!("empty_kernel")?,
             _module: module.clone(),
         };
 
@@ -501,28 +346,30 @@ impl Pipeline {
         };
         let cfar = CfarTables::new(cfg)?;
         let bufs = Buffers {
-            x: DeviceBuffer::zeroed(&ctx, n_x * 8)?,
-            pmap: DeviceBuffer::zeroed(&ctx, n_cells * 4)?,
-            cand: DeviceBuffer::zeroed(&ctx, n_cells * CANDIDATE_BYTES)?,
-            state: DeviceBuffer::zeroed(&ctx, 16)?,
-            keys: DeviceBuffer::zeroed(&ctx, max_det * 4)?,
-            rows: DeviceBuffer::zeroed(&ctx, max_det * 4)?,
-            angle: DeviceBuffer::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
-            spectra: DeviceBuffer::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
-            w_range: DeviceBuffer::from_host(&ctx, &w_range)?,
-            w_doppler_convert: DeviceBuffer::from_host(&ctx, w_conv)?,
-            w_doppler_clutter: DeviceBuffer::from_host(&ctx, w_clut)?,
-            alpha: DeviceBuffer::from_host(&ctx, &cfar.alpha)?,
-            n_eff: DeviceBuffer::from_host(&ctx, &cfar.n_eff)?,
-            tdm: DeviceBuffer::from_host(&ctx, &tdm_table(cfg))?,
+            x: DeviceMemory::zeroed(&ctx, n_x * 8)?,
+            pmap: DeviceMemory::zeroed(&ctx, n_cells * 4)?,
+            cand: DeviceMemory::zeroed(&ctx, n_cells * CANDIDATE_BYTES)?,
+            state: DeviceMemory::zeroed(&ctx, 16)?,
+            keys: DeviceMemory::zeroed(&ctx, max_det * 4)?,
+            rows: DeviceMemory::zeroed(&ctx, max_det * 4)?,
+            angle: DeviceMemory::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
+            spectra: DeviceMemory::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
+            w_range: DeviceMemory::from_host(&ctx, &w_range)?,
+            w_doppler_convert: DeviceMemory::from_host(&ctx, w_conv)?,
+            w_doppler_clutter: DeviceMemory::from_host(&ctx, w_clut)?,
+            alpha: DeviceMemory::from_host(&ctx, &cfar.alpha)?,
+            n_eff: DeviceMemory::from_host(&ctx, &cfar.n_eff)?,
+            tdm: DeviceMemory::from_host(&ctx, &tdm_table(cfg))?,
         };
         let out = MappedHostBuffer::new(
             &ctx,
             std::mem::size_of::<OutHeader>() + max_det * std::mem::size_of::<Detection>(),
+            Mapping::default(),
         )?;
 
         let to_i32 = |v: usize, what: &'static str| {
-            i32::try_from(v).map_err(|_| DspError::Cuda(format!("{what} {v} does not fit cuFFT")))
+            i32::try_from(v)
+                .map_err(|_| DspError::CudaRequest(format!("{what} {v} does not fit cuFFT")))
         };
         let cols = to_i32(g.n_virtual() * g.n_samples, "Doppler batch")?;
         let n_s = to_i32(g.n_samples, "range FFT size")?;
@@ -599,25 +446,6 @@ impl Pipeline {
         })
     }
 
-    /// Whether the kernels are launched with programmatic dependent launch.
-    pub fn pdl(&self) -> bool {
-        self.pdl
-    }
-
-    /// Names of the stages that `enqueue` separates with events.
-    pub fn stage_names(&self) -> Vec<&'static str> {
-        let mut v = vec!["convert+window", "range FFT"];
-        if self.kernels.clutter.is_some() {
-            v.push("clutter removal");
-        }
-        v.extend(["Doppler FFT", "power", "CFAR+peaks+snapshots"]);
-        if self.select_at == SelectAt::Kernel {
-            v.push("select over the cap");
-        }
-        v.extend(["angle FFT", "order+refine+output"]);
-        v
-    }
-
     /// Launch `f` on our stream with `args` (each kernel parameter is 8
     /// bytes: a device address, a double's bits or a u64), as a
     /// programmatic dependent of the previous kernel when `pdl`.
@@ -635,7 +463,9 @@ impl Pipeline {
             .map_err(cuda_err("bind context"))?;
         let mut vals = [0u64; MAX_KERNEL_ARGS];
         if args.len() > MAX_KERNEL_ARGS {
-            return Err(DspError::Cuda(format!("{what}: too many kernel arguments")));
+            return Err(DspError::CudaRequest(format!(
+                "{what}: too many kernel arguments"
+            )));
         }
         vals[..args.len()].copy_from_slice(args);
         let mut params = [std::ptr::null_mut::<std::ffi::c_void>(); MAX_KERNEL_ARGS];
@@ -677,16 +507,16 @@ impl Pipeline {
             )
         }
         .result()
-        .map_err(cuda_err(what))
+        .map_err(cuda_err(what))?;
+        Ok(())
     }
 
-    /// Put one frame's work on the stream, reading the frame at `input`.
-    /// With `events`, record events[i] before stage i and the last after.
-    fn enqueue(&self, input: u64, events: Option<&[CudaEvent]>) -> Result<(), DspError> {
+    /// Put one frame's work on the stream, reading the frame at `input`,
+    /// with `marks` between the stages.
+    fn enqueue(&self, input: u64, marks: &mut impl StageMarks) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
-        let mut marks = Marks::new(events);
-        self.enqueue_range(input, 0..g.n_chirps() * g.n_rx, &mut marks)?;
-        self.enqueue_tail(&mut marks)
+        self.enqueue_range(input, 0..g.n_chirps() * g.n_rx, marks)?;
+        self.enqueue_tail(marks)
     }
 
     /// Step 1 for range rows `rows` (row = chirp * N_RX + RX) of the frame
@@ -696,7 +526,7 @@ impl Pipeline {
         &self,
         input: u64,
         rows: std::ops::Range<usize>,
-        marks: &mut Marks,
+        marks: &mut impl StageMarks,
     ) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
         let b = &self.bufs;
@@ -707,7 +537,7 @@ impl Pipeline {
             match (&self.plans.range_chunk, self.chunk_rows) {
                 (Some(p), Some(n)) if rows.len() == n && rows.start.is_multiple_of(n) => p,
                 _ => {
-                    return Err(DspError::Cuda(format!(
+                    return Err(DspError::CudaRequest(format!(
                         "range work for rows {rows:?}: not the frame, nor one chunk of it"
                     )));
                 }
@@ -744,7 +574,7 @@ impl Pipeline {
 
     /// Steps 2 to 10 on x (all range rows done): clutter removal, Doppler
     /// FFT, power, CFAR and peaks, [selection], angle FFT, refine and output.
-    fn enqueue_tail(&self, marks: &mut Marks) -> Result<(), DspError> {
+    fn enqueue_tail(&self, marks: &mut impl StageMarks) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
         let s = &self.stream;
         let b = &self.bufs;
@@ -870,64 +700,30 @@ impl Pipeline {
         if self.select_at != SelectAt::HostFallback {
             return Ok(None);
         }
-        let (graph, _) = self.capture_with(|| self.enqueue_overflow())?;
-        Ok(Some(graph))
+        Ok(Some(self.capture_with(|| self.enqueue_overflow())?))
     }
 
     /// Whether the last frame went over the detection cap (its header,
     /// in mapped host memory, after the stream synchronisation).
-    pub fn over_cap(&self) -> bool {
-        // SAFETY: the buffer starts with an OutHeader (page aligned) that
-        // the GPU wrote before the synchronisation that preceded this call.
-        let hdr = unsafe { std::ptr::read_volatile(self.out.host_ptr() as *const OutHeader) };
-        hdr.cut > 0
+    pub fn over_cap(&self) -> Result<bool, DspError> {
+        Ok(self.output()?.0.cut > 0)
     }
 
-    /// GPU time (median over `reps` replays, microseconds) of a graph of
-    /// `kernels` empty one-warp kernels in a chain, launched as
-    /// programmatic dependents when `pdl`: what a kernel boundary costs.
-    pub fn empty_chain_us(&self, kernels: usize, pdl: bool, reps: usize) -> Result<f64, DspError> {
-        if pdl && !self.pdl_capable() {
-            return Err(DspError::Cuda(
-                "programmatic dependent launch needs sm_90 or later".to_string(),
-            ));
-        }
-        let (graph, _) =
-            self.capture_with(|| (0..kernels).try_for_each(|k| self.launch_empty(pdl && k > 0)))?;
-        let (e0, e1) = self.timing_events()?;
-        let mut gate = self.new_gate()?;
-        let mut t = Vec::with_capacity(reps.max(1));
-        for _ in 0..reps.max(1) {
-            t.push(self.timed_launch(&graph, &e0, &e1, Some(&mut gate))?);
-        }
-        t.sort_by(f64::total_cmp);
-        Ok(t[t.len() / 2])
-    }
-
-    /// Queue one empty one-warp kernel on the chain's stream and return
-    /// (no wait): the GPU has work again, for experiments on what an idle
-    /// GPU costs the next frame (`radar-dsp bench --wake-us`).
-    pub fn wake(&self) -> Result<(), DspError> {
-        self.launch_empty(false)
-    }
-
-    /// One empty one-warp kernel on the chain's stream.
-    fn launch_empty(&self, pdl: bool) -> Result<(), DspError> {
-        self.launch(
-            "launch empty_kernel",
-            &self.kernels.empty,
-            (1, 1),
-            32,
-            &[0],
-            pdl,
-        )
-    }
-
-    fn pdl_capable(&self) -> bool {
-        self.ctx
-            .compute_capability()
-            .map(|(major, _)| major >= 9)
-            .unwrap_or(false)
+    /// What the GPU wrote to the mapped output buffer for the last frame:
+    /// the header and the `max_det` detection records after it. Read only
+    /// after a stream synchronisation (the GPU no longer writes it then).
+    fn output(&self) -> Result<(OutHeader, &[Detection]), DspError> {
+        let header = std::mem::size_of::<OutHeader>();
+        let records = self.max_det * std::mem::size_of::<Detection>();
+        let layout = |e: bytemuck::PodCastError| {
+            DspError::CudaRequest(format!("the mapped output buffer: {e}"))
+        };
+        let bytes = self.out.as_slice().get(..header + records).ok_or_else(|| {
+            DspError::CudaRequest("the mapped output buffer is too small".to_string())
+        })?;
+        let (hdr, dets) = bytes.split_at(header);
+        let hdr: OutHeader = *bytemuck::try_from_bytes(hdr).map_err(layout)?;
+        Ok((hdr, bytemuck::try_cast_slice(dets).map_err(layout)?))
     }
 
     fn fft(&self, plan: &FftPlan, input: u64, output: u64) -> Result<(), DspError> {
@@ -938,16 +734,15 @@ impl Pipeline {
     }
 
     /// Capture the chain reading `input` as a graph and upload it.
-    fn capture(&self, input: u64) -> Result<(CudaGraph, usize), DspError> {
-        self.capture_with(|| self.enqueue(input, None))
+    fn capture(&self, input: u64) -> Result<CudaGraph, DspError> {
+        self.capture_with(|| self.enqueue(input, &mut NoMarks))
     }
 
-    /// Capture what `enqueue` queues on our stream as a graph, upload it,
-    /// and count its kernel nodes.
+    /// Capture what `enqueue` queues on our stream as a graph and upload it.
     fn capture_with(
         &self,
         enqueue: impl FnOnce() -> Result<(), DspError>,
-    ) -> Result<(CudaGraph, usize), DspError> {
+    ) -> Result<CudaGraph, DspError> {
         self.stream
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(cuda_err("begin capture"))?;
@@ -957,27 +752,27 @@ impl Pipeline {
             .end_capture(sys::CUgraphInstantiate_flags(0))
             .map_err(cuda_err("end capture"));
         queued?;
-        let graph = graph?.ok_or_else(|| DspError::Cuda("capture gave no graph".to_string()))?;
+        let graph =
+            graph?.ok_or_else(|| DspError::CudaRequest("capture gave no graph".to_string()))?;
         graph.upload().map_err(cuda_err("graph upload"))?;
-        let kernels = count_kernel_nodes(&graph)?;
-        Ok((graph, kernels))
+        Ok(graph)
     }
 
     /// The internal staging slot: mapped pinned memory of one frame and its
     /// graph. The first call also runs the chain once outside a graph, so
     /// that lazily loaded modules (cuFFT's) are loaded before any capture.
     pub fn mapped_slot(&self, frame_bytes: usize) -> Result<SlotGraph, DspError> {
-        let mapped = MappedHostBuffer::new(&self.ctx, frame_bytes)?;
-        self.enqueue(mapped.device_ptr(), None)?;
+        let mapped = MappedHostBuffer::new(&self.ctx, frame_bytes, Mapping::default())?;
+        self.enqueue(mapped.device_ptr(), &mut NoMarks)?;
         self.synchronize()?;
-        let (graph, kernels) = self.capture(mapped.device_ptr())?;
         Ok(SlotGraph {
-            graph,
+            graph: self.capture(mapped.device_ptr())?,
+            #[cfg(feature = "instrument")]
             input: mapped.device_ptr(),
             host_ptr: mapped.host_ptr() as usize,
-            kernels,
             streamed: None,
             mapped: Some(mapped),
+            #[cfg(feature = "instrument")]
             _device: None,
         })
     }
@@ -985,14 +780,14 @@ impl Pipeline {
     /// The graphs for a ring slot the caller owns (mapped pinned memory):
     /// the whole chain, and chunk-streamed mode's when it is set up.
     pub fn slot_graph(&self, device_ptr: u64, host_ptr: usize) -> Result<SlotGraph, DspError> {
-        let (graph, kernels) = self.capture(device_ptr)?;
         Ok(SlotGraph {
-            graph,
+            graph: self.capture(device_ptr)?,
+            #[cfg(feature = "instrument")]
             input: device_ptr,
             host_ptr,
-            kernels,
             streamed: self.chunk_graphs(device_ptr)?,
             mapped: None,
+            #[cfg(feature = "instrument")]
             _device: None,
         })
     }
@@ -1009,157 +804,35 @@ impl Pipeline {
             return Ok(None);
         };
         let mut chunks = Vec::with_capacity(n - 1);
-        let mut kernels = 0;
         for c in 0..n - 1 {
-            let (g, k) = self.capture_with(|| {
-                self.enqueue_range(input, c * rows..(c + 1) * rows, &mut Marks::new(None))
-            })?;
-            chunks.push(g);
-            kernels += k;
+            chunks.push(self.capture_with(|| {
+                self.enqueue_range(input, c * rows..(c + 1) * rows, &mut NoMarks)
+            })?);
         }
         let last = (n - 1) * rows..n * rows;
-        let (finish, k) = self.capture_with(|| {
-            let mut marks = Marks::new(None);
-            self.enqueue_range(input, last, &mut marks)?;
-            self.enqueue_tail(&mut marks)
+        let finish = self.capture_with(|| {
+            self.enqueue_range(input, last, &mut NoMarks)?;
+            self.enqueue_tail(&mut NoMarks)
         })?;
-        Ok(Some(ChunkGraphs {
-            chunks,
-            finish,
-            kernels: kernels + k,
-            finish_kernels: k,
-        }))
-    }
-
-    /// A frame copied to device memory once, and its graph.
-    pub fn resident_slot(&self, frame: &[u8]) -> Result<SlotGraph, DspError> {
-        let dev = DeviceBuffer::from_host(&self.ctx, frame)?;
-        let (graph, kernels) = self.capture(dev.ptr())?;
-        Ok(SlotGraph {
-            graph,
-            input: dev.ptr(),
-            host_ptr: 0,
-            kernels,
-            streamed: None,
-            mapped: None,
-            _device: Some(dev),
-        })
-    }
-
-    pub fn mapped_buffer(&self, bytes: usize) -> Result<MappedHostBuffer, DspError> {
-        MappedHostBuffer::new(&self.ctx, bytes)
-    }
-
-    pub fn timing_events(&self) -> Result<(CudaEvent, CudaEvent), DspError> {
-        let ev = || {
-            self.ctx
-                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(cuda_err("create event"))
-        };
-        Ok((ev()?, ev()?))
-    }
-
-    /// Launch `graph` between two events, wait, return the GPU time in us.
-    /// With `gate`, the events and the graph are queued behind a closed
-    /// gate kernel that the host opens once they are all queued: the time
-    /// is then the device's alone. Without, the first event can complete
-    /// while the host is still submitting the graph, and that submission
-    /// time counts too.
-    pub fn timed_launch(
-        &self,
-        graph: &CudaGraph,
-        e0: &CudaEvent,
-        e1: &CudaEvent,
-        gate: Option<&mut MappedHostBuffer>,
-    ) -> Result<f64, DspError> {
-        let flag = match gate {
-            Some(g) => Some(self.close_gate(g)?),
-            None => None,
-        };
-        e0.record(&self.stream).map_err(cuda_err("event record"))?;
-        graph.launch().map_err(cuda_err("graph launch"))?;
-        e1.record(&self.stream).map_err(cuda_err("event record"))?;
-        if let Some(f) = flag {
-            open_gate(f);
-        }
-        self.synchronize()?;
-        let ms = e0.elapsed_ms(e1).map_err(cuda_err("event elapsed"))?;
-        Ok(ms as f64 * 1e3)
-    }
-
-    /// A mapped word for `close_gate`.
-    pub fn new_gate(&self) -> Result<MappedHostBuffer, DspError> {
-        MappedHostBuffer::new(&self.ctx, 4)
-    }
-
-    /// Queue gate_wait on `gate` (closed): the stream holds until
-    /// `open_gate` on the returned flag (or about 2 s at most).
-    fn close_gate(&self, gate: &mut MappedHostBuffer) -> Result<*mut u32, DspError> {
-        let flag = gate.as_mut_slice().as_mut_ptr() as *mut u32;
-        // SAFETY: `flag` points into `gate`, a live 4-byte mapped buffer
-        // that the GPU only reads.
-        unsafe { std::ptr::write_volatile(flag, 0) };
-        // gate_wait(const volatile u32 *, u64) on the live gate buffer.
-        self.launch(
-            "launch gate_wait",
-            &self.kernels.gate,
-            (1, 1),
-            1,
-            &[gate.device_ptr(), 4_000_000_000u64],
-            false,
-        )?;
-        Ok(flag)
-    }
-
-    pub fn copy_bandwidth_gbps(&self, bytes: usize, reps: usize) -> Result<f64, DspError> {
-        let src = DeviceBuffer::zeroed(&self.ctx, bytes)?;
-        let dst = DeviceBuffer::zeroed(&self.ctx, bytes)?;
-        self.ctx.synchronize().map_err(cuda_err("synchronize"))?;
-        let (e0, e1) = self.timing_events()?;
-        let mut t = Vec::with_capacity(reps.max(1));
-        for _ in 0..reps.max(1) {
-            e0.record(&self.stream).map_err(cuda_err("event record"))?;
-            // SAFETY: both buffers hold `bytes` bytes and outlive the sync below.
-            unsafe {
-                sys::cuMemcpyDtoDAsync_v2(dst.ptr(), src.ptr(), bytes, self.stream.cu_stream())
-            }
-            .result()
-            .map_err(cuda_err("cuMemcpyDtoDAsync"))?;
-            e1.record(&self.stream).map_err(cuda_err("event record"))?;
-            self.synchronize()?;
-            t.push(e0.elapsed_ms(&e1).map_err(cuda_err("event elapsed"))? as f64);
-        }
-        t.sort_by(f64::total_cmp);
-        let ms = t[t.len() / 2];
-        Ok(2.0 * bytes as f64 / (ms * 1e-3) / 1e9)
+        Ok(Some(ChunkGraphs { chunks, finish }))
     }
 
     pub fn synchronize(&self) -> Result<(), DspError> {
         self.stream
             .synchronize()
-            .map_err(cuda_err("stream synchronize"))
+            .map_err(cuda_err("stream synchronize"))?;
+        Ok(())
     }
 
     /// Copy the detections of the last completed frame out of mapped host
     /// memory. Never allocates when `out` has room for max_detections.
-    pub fn read_detections(&self, out: &mut Detections) {
+    pub fn read_detections(&self, out: &mut Detections) -> Result<(), DspError> {
         out.clear();
-        let base = self.out.host_ptr();
-        // SAFETY: the buffer starts with an OutHeader (page aligned) that the
-        // GPU wrote before the stream synchronisation that preceded this call.
-        let hdr = unsafe { std::ptr::read_volatile(base as *const OutHeader) };
+        let (hdr, dets) = self.output()?;
         let n = (hdr.count as usize).min(self.max_det);
-        // SAFETY: GpuDetection[max_det] (the layout of the repr(C)
-        // Detection) follows the 16-byte header (4-byte aligned fields),
-        // inside the buffer allocated for it.
-        let dets = unsafe { base.add(std::mem::size_of::<OutHeader>()) } as *const Detection;
-        for i in 0..n {
-            // SAFETY: i < max_det, within the buffer; written by the GPU; every
-            // bit pattern is a valid Detection (u32 and f32 fields only).
-            out.list
-                .push(unsafe { std::ptr::read_volatile(dets.add(i)) });
-        }
+        out.list.extend_from_slice(&dets[..n]);
         out.cut = hdr.cut;
+        Ok(())
     }
 
     /// New CFAR scale factors for the next frames (the graphs read the same
@@ -1168,7 +841,7 @@ impl Pipeline {
     /// the next frame's is launched only by its process().
     pub fn set_cfar_alpha(&self, alpha: &[f64]) -> Result<(), DspError> {
         crate::cfar::check_alpha(alpha, self.cfg.geometry.n_samples)?;
-        self.bufs.alpha.copy_from_host(&self.ctx, alpha)
+        Ok(self.bufs.alpha.copy_from_host(alpha)?)
     }
 
     /// Copy the power map of the last frame to the host.
@@ -1179,94 +852,9 @@ impl Pipeline {
         // SAFETY: `out` holds n floats; pmap holds n floats; the copy is on
         // our stream (after the last frame) and complete after the sync.
         unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                out.as_mut_ptr() as *mut _,
-                self.bufs.pmap.ptr(),
-                n * 4,
-                self.stream.cu_stream(),
-            )
+            result::memcpy_dtoh_async(&mut out[..], self.bufs.pmap.ptr(), self.stream.cu_stream())
         }
-        .result()
         .map_err(cuda_err("cuMemcpyDtoHAsync (power map)"))?;
         self.synchronize()
     }
-
-    /// Per-stage GPU times of `reps` runs launched stage by stage (not as a
-    /// graph) with events between the stages. Each run is queued behind a
-    /// gate kernel that the host opens once every stage is queued, so the
-    /// stages run back to back and the events time the GPU, not the host's
-    /// launch calls.
-    pub fn stage_times(&self, input: u64, reps: usize) -> Result<Vec<StageTiming>, DspError> {
-        let names = self.stage_names();
-        let events = (0..=names.len())
-            .map(|_| {
-                self.ctx
-                    .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-                    .map_err(cuda_err("create event"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut timings: Vec<StageTiming> = names
-            .iter()
-            .map(|&name| StageTiming {
-                name,
-                samples_us: Vec::with_capacity(reps),
-            })
-            .chain(std::iter::once(StageTiming {
-                name: "total (stage by stage)",
-                samples_us: Vec::with_capacity(reps),
-            }))
-            .collect();
-        let mut gate = self.new_gate()?;
-        for _ in 0..reps {
-            let flag = self.close_gate(&mut gate)?;
-            self.enqueue(input, Some(&events))?;
-            open_gate(flag);
-            self.synchronize()?;
-            for i in 0..names.len() {
-                let ms = events[i]
-                    .elapsed_ms(&events[i + 1])
-                    .map_err(cuda_err("event elapsed"))?;
-                timings[i].samples_us.push(ms as f64 * 1e3);
-            }
-            let ms = events[0]
-                .elapsed_ms(&events[names.len()])
-                .map_err(cuda_err("event elapsed"))?;
-            timings[names.len()].samples_us.push(ms as f64 * 1e3);
-        }
-        Ok(timings)
-    }
-}
-
-/// Open a gate closed by `Pipeline::close_gate` (its flag, in mapped
-/// memory that outlives the queued gate kernel).
-fn open_gate(flag: *mut u32) {
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-    // SAFETY: `flag` came from close_gate: a live mapped buffer.
-    unsafe { std::ptr::write_volatile(flag, 1) };
-}
-
-fn count_kernel_nodes(graph: &CudaGraph) -> Result<usize, DspError> {
-    let g = graph.cu_graph();
-    let mut n = 0usize;
-    // SAFETY: FFI; a null node array asks for the count only.
-    unsafe { sys::cuGraphGetNodes(g, std::ptr::null_mut(), &mut n) }
-        .result()
-        .map_err(cuda_err("cuGraphGetNodes"))?;
-    let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); n];
-    // SAFETY: `nodes` has room for n entries.
-    unsafe { sys::cuGraphGetNodes(g, nodes.as_mut_ptr(), &mut n) }
-        .result()
-        .map_err(cuda_err("cuGraphGetNodes"))?;
-    let mut kernels = 0;
-    for node in nodes.iter().take(n) {
-        let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
-        // SAFETY: `node` belongs to the live graph.
-        unsafe { sys::cuGraphNodeGetType(*node, &mut t) }
-            .result()
-            .map_err(cuda_err("cuGraphNodeGetType"))?;
-        if t == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL {
-            kernels += 1;
-        }
-    }
-    Ok(kernels)
 }
