@@ -79,6 +79,7 @@
 //! `source` is the `[source]` section, `sink` the `[[sink]]` tables (and
 //! `--sink`).
 
+mod error;
 mod sink;
 mod source;
 
@@ -88,36 +89,13 @@ use radar_dsp::config::ChainParams;
 use radar_dsp::cuda::{CudaOptions, GpuWait};
 use radar_dsp::{BackendKind, CfarConfig, ChainConfig, Geometry, Physical};
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
 
 use crate::rt::RtConfig;
 use crate::telemetry::TelemetryConfig;
 
+pub use error::ConfigError;
 pub use sink::{SINK_KINDS, SinkArgError, SinkConfig, SinkKind};
 pub use source::{Content, ReplayRate, SourceConfig, SourceKind};
-
-#[derive(Debug, Error)]
-pub enum ConfigError {
-    #[error("{path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Parse { path: String, message: String },
-    #[error("config: {key}: {reason}")]
-    Invalid { key: &'static str, reason: String },
-    #[error("config: {key}: {reason}")]
-    InvalidAt { key: String, reason: String },
-    /// The chain's own validation, whose messages already say "config:".
-    #[error(transparent)]
-    Chain(#[from] radar_dsp::DspError),
-    #[error("config: {0}")]
-    Rt(#[from] crate::rt::RtError),
-    #[error("config: {0}")]
-    FpgaReset(#[from] crate::fpga_reset::FpgaResetError),
-}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

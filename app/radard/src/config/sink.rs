@@ -17,7 +17,7 @@ use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// The kinds of sink.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
