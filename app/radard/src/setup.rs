@@ -25,8 +25,14 @@ pub enum SetupError {
     Dsp(#[from] DspError),
     #[error("recording: {0}")]
     Recording(#[from] crate::recording::RecordingError),
-    #[error("{0}")]
-    Other(String),
+    #[error("source.replay_file: not set")]
+    NoReplayFile,
+    #[error("source.scene_file: {}: {source}", path.display())]
+    SceneFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The frame source in use.
@@ -102,7 +108,7 @@ pub fn open_replay(
         .source
         .replay_file
         .as_deref()
-        .ok_or_else(|| SetupError::Other("source.replay_file: not set".to_string()))?;
+        .ok_or(SetupError::NoReplayFile)?;
     let recording = Recording::open(path, &cfg.geometry)?;
     let period = match cfg.source.replay_rate {
         ReplayRate::Period => cfg.frame_period(),
@@ -188,8 +194,9 @@ pub fn load_scene(cfg: &RadardConfig, source: &mut Source) -> Result<String, Set
     }
     let scene = match &cfg.source.scene_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                SetupError::Other(format!("source.scene_file: {}: {e}", path.display()))
+            let text = std::fs::read_to_string(path).map_err(|source| SetupError::SceneFile {
+                path: path.clone(),
+                source,
             })?;
             Scene::from_toml(&text)?
         }
