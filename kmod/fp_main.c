@@ -135,10 +135,9 @@ static struct fp_dev *fp_dev_create(struct pci_dev *pdev,
 	ret = misc_register(&fdev->misc);
 	if (ret)
 		goto free_index;
-	dev_info(dev, "%s: user block %08x v%x.%x%s, %s\n", fdev->name,
+	dev_info(dev, "%s: user block %08x v%x.%x, %s\n", fdev->name,
 		 fdev->hw_id, fdev->hw_version >> 16,
 		 fdev->hw_version & 0xffff,
-		 fdev->hw_caps & FP_UB_CAP_MODEL ? " (emulated card)" : "",
 		 pdev->msix_enabled ? "MSI-X" : pdev->msi_enabled ? "MSI" :
 		 "INTx");
 	return fdev;
