@@ -1,5 +1,5 @@
 //! `p2p-suite`: the capture-path test programs that run inside QEMU against
-//! the real `fpga_p2p` module (with the FPGA model and the nv-p2p shim),
+//! the real `fpga_p2p` module (on the emulated FPGA card, with the nv-p2p shim),
 //! through `tegra-p2p`'s `KmodSource` and checked ioctl layer.
 //!
 //! Every invocation prints exactly one line `@@result {json}` on stdout and
