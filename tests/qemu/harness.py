@@ -11,6 +11,10 @@
       DIR/<K>-<suite>.json (and DIR/<K>-all.json for --suite all), print a summary
       ending with "N passed, N failed", exit 1 if anything failed.
 
+  harness.py canary --console LOG --results RES
+      run.sh --canary: did each detector fire in the suite whose planted bug
+      provokes it, and only there?
+
 The result protocol is described in tests/qemu/README.md.
 """
 
@@ -340,9 +344,9 @@ def report(args):
     return 0 if ok else 1
 
 
-# run.sh --selftest: the suite, and what the kernel must have reported during it
-# (tests/qemu/selftest/ commits one bug per suite); None: no report allowed.
-SELFTEST = {
+# run.sh --canary: the suite, and what the kernel must have reported during it
+# (tests/qemu/planted-bugs/ commits one bug per suite); None: no report allowed.
+CANARY = {
     "stream": None,
     "ownership": ("lockdep", r"WARNING: possible circular locking dependency"),
     "revocation": ("KASAN", r"BUG: KASAN: slab-out-of-bounds"),
@@ -353,7 +357,7 @@ SELFTEST = {
 }
 
 
-def selftest(args):
+def canary(args):
     """Did every detector fire where the broken module provoked it, and only there?"""
     segments, current = {}, None
     for line in read_lines(args.console):
@@ -366,7 +370,7 @@ def selftest(args):
             segments[current].append(line)
     _plan, done, suites, _order = parse_results(read_lines(args.results))
     passed = failed = 0
-    for seg, expect in SELFTEST.items():
+    for seg, expect in CANARY.items():
         lines = segments.get(seg)
         reports = [l for l in lines or [] if REPORT.search(l) and not NOT_REPORT.search(l)]
         if lines is None:
@@ -412,12 +416,12 @@ def main():
     r.add_argument("--qemu-status", type=int, default=None)
     r.add_argument("--stalled", default=None)
     r.add_argument("--card", default="", help="the card's shutdown-log file")
-    t = sub.add_parser("selftest")
+    t = sub.add_parser("canary")
     t.add_argument("--console", required=True)
     t.add_argument("--results", required=True)
     args = ap.parse_args()
-    if args.cmd == "selftest":
-        return selftest(args)
+    if args.cmd == "canary":
+        return canary(args)
     if args.cmd == "cpio":
         write_cpio(args.staging, args.out)
         return 0
