@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Boots a real kernel under QEMU (TCG) with fpga_p2p + nvp2p_shim and the
-# capture test programs in an initramfs, runs suites, reports counts. The
+# capture test programs in an initramfs, runs suites, reports counts (and
+# the run as KTAP, target/qemu/<kernel>-<suite>.ktap). The
 # card is an emulated PCI device (tests/qemu/fpga-card/, QEMU built by
 # build-qemu.sh) behind QEMU's intel-iommu with DMA remapping on.
 #
@@ -34,7 +35,7 @@ top=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/shared-dir.sh
 . "$here/../shared-dir.sh"
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 
 kernel='' suite='' keep=0 host_timeout='' canary=0 swiotlb=0 p2p=shim
 while [ $# -gt 0 ]; do
@@ -204,6 +205,20 @@ if printf '%s\n' "${suites[@]}" | grep -qx radard; then
 	fi
 fi
 
+# The uapi kselftest (kmod/tests/uapi_test.c), for the uapi suite only: static,
+# against kselftest_harness.h of Debian's kernel source (ensure_kernel_src).
+uapi_bin=''
+if printf '%s\n' "${suites[@]}" | grep -qx uapi; then
+	ksrc=$(ensure_kernel_src)
+	log "building the uapi kselftest (static)"
+	make -C "$top/kmod/tests" KSRC="$ksrc" OUT="$work" >"$work/uapi-test.log" 2>&1 ||
+		{ cat "$work/uapi-test.log" >&2; die "building the uapi kselftest failed"; }
+	uapi_bin="$work/fpga_p2p_uapi_test"
+	if readelf -l "$uapi_bin" 2>/dev/null | grep -q 'interpreter'; then
+		die "$uapi_bin is dynamically linked; the initramfs has no libc"
+	fi
+fi
+
 # --- the initramfs ---------------------------------------------------------------
 root="$work/root"
 mkdir -p "$root/bin" "$root/lib/modules/radar"
@@ -211,6 +226,7 @@ cp /bin/busybox "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
 install -m 0755 "$here/guest-init.sh" "$root/init"
 cp "$suite_bin" "$root/bin/p2p-suite"
+[ -z "$uapi_bin" ] || cp "$uapi_bin" "$root/bin/fpga_p2p_uapi_test"
 if [ -n "$radard_bin" ]; then
 	cp "$radard_bin" "$root/bin/radard"
 	mkdir -p "$root/etc/radard"
