@@ -52,7 +52,8 @@
 /* An empty metadata FIFO at end of frame becomes a fault after this. */
 #define FP_META_WAIT_MS		200
 
-int fp_ring_errno(enum fp_ring_state state)
+/* The errno of a call on a ring in @state: 0 while it is usable. */
+static int fp_ring_errno(enum fp_ring_state state)
 {
 	switch (state) {
 	case FP_RING_IDLE:
@@ -80,7 +81,7 @@ int fp_ring_errno(enum fp_ring_state state)
  * completion path syncs once per pass over the completed descriptors, not
  * once per chunk.
  */
-void fp_sync(struct fp_ring *ring, bool for_cpu)
+static void fp_sync(struct fp_ring *ring, bool for_cpu)
 {
 	struct sg_table *sgt = ring->map->sgt;
 
@@ -92,6 +93,16 @@ void fp_sync(struct fp_ring *ring, bool for_cpu)
 				       sgt->orig_nents, fp_ring_dma_dir(ring));
 }
 
+/**
+ * fp_counters_read() - read the device's counters
+ * @fdev: the device
+ * @c: filled in; reserved fields zero
+ *
+ * The drop counters are the FPGA's, per stream: the totals of the streams
+ * that ended plus the running stream's registers.
+ *
+ * Context: process, may sleep (takes fdev->hw_lock).
+ */
 void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c)
 {
 	struct fp_counters *k = &fdev->cnt;
@@ -210,6 +221,22 @@ static int fp_quiesce(struct fp_dev *fdev)
 	return c2h ? c2h : h2c;
 }
 
+/**
+ * fp_hw_init() - check a card, read its limits and quiesce it
+ * @fdev: the device, its BARs mapped, bus mastering still off
+ *
+ * Checks the user block's ID and major version and the identifiers of the
+ * XDMA blocks, reads the capabilities, FIFO depths and playback limits
+ * (and so the slots a ring may have), then stops the source and both
+ * channels: an engine that a previous driver or boot left running must be
+ * seen idle before the caller lets the card master the bus. Routes every
+ * channel interrupt to vector 0 and turns descriptor credit mode on.
+ *
+ * Context: process, may sleep (takes fdev->hw_lock).
+ * Return: 0; -ENODEV when the card is not ours (ID, version, XDMA
+ * identifiers) or its FIFOs are too small; -EIO when the DMA engine does
+ * not stop.
+ */
 int fp_hw_init(struct fp_dev *fdev)
 {
 	static const struct {
@@ -283,7 +310,21 @@ int fp_hw_init(struct fp_dev *fdev)
 	return 0;
 }
 
-/* Quiesce for good; 0 when both channels were seen idle. */
+/**
+ * fp_hw_shutdown() - quiesce the card for good
+ * @fdev: the device
+ *
+ * Stops the source and both channels and masks their interrupts, then
+ * marks the registers unusable (hw_gone: nothing touches them again) and
+ * stops the interrupt-loss watchdog. Used at removal, at system shutdown
+ * and when probe fails after fp_hw_init().
+ *
+ * Context: process, may sleep (takes fdev->hw_lock).
+ * Return: 0 when both channels were seen idle (or an earlier call did
+ * this already); -ETIMEDOUT when a channel did not stop in time, -EIO when
+ * its status read all ones while the card is not known to be gone: the
+ * engine may still write to memory.
+ */
 int fp_hw_shutdown(struct fp_dev *fdev)
 {
 	int ret = 0;
@@ -363,6 +404,20 @@ static int fp_engine_stop_locked(struct fp_ring *ring)
 	return ret;
 }
 
+/**
+ * fp_engine_stop() - stop a ring's channel and wait until it is idle
+ * @ring: the ring; its state must already forbid new credits (not RUNNING)
+ *
+ * Detaches the ring from the interrupt handler, turns the source off (a
+ * capture ring), clears Run and waits at most FP_STOP_TIMEOUT_MS until the
+ * channel no longer touches memory.
+ *
+ * Context: process, may sleep (takes fdev->hw_lock).
+ * Return: 0 when the channel is idle or the card is gone; -ETIMEDOUT when
+ * it did not stop in time (counted in dma_timeouts), -EIO when its status
+ * read all ones while the card is not known to be gone. On either error
+ * the engine may still use the ring's memory.
+ */
 int fp_engine_stop(struct fp_ring *ring)
 {
 	struct fp_dev *fdev = ring->fdev;
@@ -731,6 +786,19 @@ static bool fp_service_requests(struct fp_dev *fdev)
 	return handled;
 }
 
+/**
+ * fp_irq() - the card's interrupt handler
+ * @irq: the interrupt number
+ * @data: the device (struct fp_dev)
+ *
+ * Services the channels that request it: completed descriptors, frames and
+ * chunks handed to their files as events, credits topped up, transmit
+ * completions, engine errors. No sleeping, no allocation.
+ *
+ * Context: hard IRQ; takes fdev->irq_lock and the active rings' locks.
+ * Return: IRQ_HANDLED when a channel requested service, IRQ_NONE otherwise
+ * (the INTx line may be shared).
+ */
 irqreturn_t fp_irq(int irq, void *data)
 {
 	struct fp_dev *fdev = data;
@@ -799,6 +867,16 @@ static void fp_watchdog(struct timer_list *t)
 		mod_timer(&fdev->watchdog, jiffies + fdev->wd_period);
 }
 
+/**
+ * fp_watchdog_init() - set up the interrupt-loss watchdog of a device
+ * @fdev: the device
+ *
+ * The timer is armed when a channel starts running and re-arms itself
+ * while one runs; a tick that sees no interrupt since the last one runs the
+ * completion path and counts what it found in lost_irqs.
+ *
+ * Context: process.
+ */
 void fp_watchdog_init(struct fp_dev *fdev)
 {
 	timer_setup(&fdev->watchdog, fp_watchdog, 0);
@@ -814,6 +892,25 @@ static void fp_watchdog_period(struct fp_dev *fdev, u32 period_ns, u32 chunks)
 	fdev->wd_period = msecs_to_jiffies(ms);
 }
 
+/**
+ * fp_c2h_start() - start (or restart after a fault or STOP) capture
+ * @ring: a capture ring
+ * @s: START's arguments, already checked against the card's capabilities
+ *
+ * Stops the channel for sure, clears the writeback records, programs the
+ * geometry, the chunk period and the source, points the channel at the
+ * ring's first descriptor and sets Run, hands every slot the application
+ * does not hold to the engine (descriptor credits, then frame credits) and
+ * enables the source. Frames in flight at an earlier stop are lost; held
+ * slots stay held.
+ *
+ * Context: process, may sleep; the caller holds the file's lock and a
+ * reference on @ring; takes fdev->hw_lock.
+ * Return: 0; -EALREADY when it runs already; -ENODEV when the device is
+ * gone; -EIO when the ring was revoked (also during the start), -ENOENT
+ * while it is being registered; fp_engine_stop()'s errors when the channel
+ * does not stop first.
+ */
 int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s)
 {
 	struct fp_dev *fdev = ring->fdev;
@@ -903,6 +1000,20 @@ out:
 	return ret;
 }
 
+/**
+ * fp_c2h_stop() - stop capture
+ * @ring: a capture ring, running or faulted
+ *
+ * Slots the engine held become FREE again; slots the application holds
+ * stay held. Waiters of the file wake up.
+ *
+ * Context: process, may sleep; the caller holds the file's lock and a
+ * reference on @ring.
+ * Return: 0 (also when the card does not answer: the ring is idle for the
+ * caller); -EALREADY when it was stopped; -EIO when the ring was revoked,
+ * -ENODEV when the device is gone, -ENOENT while it is being registered;
+ * -ETIMEDOUT when the channel did not stop within FP_STOP_TIMEOUT_MS.
+ */
 int fp_c2h_stop(struct fp_ring *ring)
 {
 	unsigned long flags;
@@ -928,6 +1039,18 @@ int fp_c2h_stop(struct fp_ring *ring)
 	return ret == -ETIMEDOUT ? ret : 0;
 }
 
+/**
+ * fp_h2c_start() - start the transmit channel on a ring's descriptors
+ * @ring: a transmit ring whose descriptor ring is built
+ *
+ * Transmit runs from registration to unregistration; TX_SUBMIT grants the
+ * credits of each packet.
+ *
+ * Context: process, may sleep (takes fdev->hw_lock); the caller holds
+ * fdev->lock, so that removal cannot pass in between.
+ * Return: 0; -ENODEV when the device is gone; -ETIMEDOUT or -EIO when the
+ * channel, stopped first, does not stop (see fp_engine_stop()).
+ */
 int fp_h2c_start(struct fp_ring *ring)
 {
 	struct fp_dev *fdev = ring->fdev;
@@ -948,6 +1071,19 @@ out:
 	return ret;
 }
 
+/**
+ * fp_release_slot() - give a delivered capture slot back to the engine
+ * @ring: a capture ring
+ * @slot: a slot the application owns (READY)
+ *
+ * The ring's memory is synced for the device and the slot goes to the end
+ * of the free queue; while capture runs it is handed to the engine at once.
+ *
+ * Context: process; takes @ring's lock with interrupts off.
+ * Return: 0; -EINVAL for a transmit ring or a slot the application does
+ * not own; -ERANGE when @slot >= nr_slots; -EIO when the ring was revoked,
+ * -ENODEV when the device is gone, -ENOENT while it is being registered.
+ */
 int fp_release_slot(struct fp_ring *ring, u32 slot)
 {
 	unsigned long flags;
@@ -984,6 +1120,23 @@ out:
 	return ret;
 }
 
+/**
+ * fp_tx_submit() - send a transmit slot's first bytes to the card
+ * @ring: a transmit ring
+ * @tx: TX_SUBMIT's arguments (reserved field and target already checked)
+ *
+ * Writes the slot's pieces up to the packet length into the descriptor
+ * ring, syncs the memory for the device, pushes the packet's tag (target,
+ * playback index, length) into the user block's tag FIFO and only then
+ * grants the credits. Completion (EV_TX_DONE) is in submission order.
+ *
+ * Context: process; takes @ring's lock with interrupts off.
+ * Return: 0; -EINVAL for a capture ring, a length of 0 or beyond the
+ * slot, a playback index or length beyond the playback memory, or an index
+ * for another target; -ERANGE when the slot is >= nr_slots; -EBUSY when
+ * the slot is in flight; -EIO when the ring faulted or was revoked,
+ * -ENODEV when the device is gone.
+ */
 int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx)
 {
 	struct fp_dev *fdev = ring->fdev;

@@ -15,6 +15,15 @@
 /* Spare event queue entries per file, for REVOKED and FAULT only. */
 #define FP_EV_SPARE		8
 
+/**
+ * fp_file_wake() - wake every waiter of an open file
+ * @fp: the open file
+ *
+ * Readers, pollers and WAIT callers re-check the file's state: a ring that
+ * stopped, faulted or was revoked, or a device that went away.
+ *
+ * Context: any.
+ */
 void fp_file_wake(struct fp_file *fp)
 {
 	wake_up_interruptible_all(&fp->wq);
@@ -34,10 +43,17 @@ static u32 fp_ev_room(struct fp_file *fp, const struct fpga_p2p_event *ev)
 	return fp->ev_cap - FP_EV_SPARE;
 }
 
-/*
- * Queue an event; any context. A full queue counts an overflow (and, after
- * one, later ordinary events are dropped until the reader has seen the
- * marker, so that order is kept); REVOKED and FAULT go into the spare.
+/**
+ * fp_event_push() - queue an event on an open file and wake its readers
+ * @fp: the open file that owns the event's ring
+ * @ev: the event, copied into the file's preallocated queue
+ *
+ * A full queue counts an overflow (event_overflows); after one, later
+ * ordinary events are dropped too until the reader has seen the overflow
+ * marker, so that the order of what is queued is kept. REVOKED and FAULT
+ * may take the spare entries and are never dropped for room.
+ *
+ * Context: any (hard IRQ included); takes fp->ev_lock.
  */
 void fp_event_push(struct fp_file *fp, const struct fpga_p2p_event *ev)
 {
@@ -59,7 +75,13 @@ void fp_event_push(struct fp_file *fp, const struct fpga_p2p_event *ev)
 	wake_up_interruptible(&fp->wq);
 }
 
-/* Remove queued events of a ring that goes away. */
+/**
+ * fp_events_purge() - remove the queued events of a ring that goes away
+ * @fp: the open file
+ * @handle: the ring's handle
+ *
+ * Context: any; takes fp->ev_lock.
+ */
 void fp_events_purge(struct fp_file *fp, u32 handle)
 {
 	unsigned long flags;
@@ -80,7 +102,16 @@ void fp_events_purge(struct fp_file *fp, u32 handle)
 	spin_unlock_irqrestore(&fp->ev_lock, flags);
 }
 
-/* Grow the file's event queue to hold what its rings may queue. */
+/**
+ * fp_evq_reserve() - grow an open file's event queue
+ * @fp: the open file
+ * @need: entries its rings may queue at once (the spare comes on top)
+ *
+ * Queued events are kept, in order. The queue never shrinks.
+ *
+ * Context: process, may sleep; no spinlock of the driver held.
+ * Return: 0, or -ENOMEM.
+ */
 int fp_evq_reserve(struct fp_file *fp, u32 need)
 {
 	struct fpga_p2p_event *ev, *old;

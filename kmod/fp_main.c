@@ -11,14 +11,15 @@
  * quarantined when the engine did not stop), waiters wake up with an
  * error, and the memory of the device goes away with its last open file.
  */
+#include <linux/idr.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
 
 #include "fpga_p2p_drv.h"
 
-static DEFINE_MUTEX(fp_devs_lock);	/* fp_devs[] */
-static struct fp_dev *fp_devs[FP_MAX_DEVICES];	/* by index N */
+/* The N of /dev/fpga-p2pN: the lowest free one, below FP_MAX_DEVICES. */
+static DEFINE_IDA(fp_index_ida);
 
 /* --- sysfs: /sys/class/misc/fpga-p2pN/counters/ -------------------------- */
 
@@ -118,13 +119,10 @@ static struct fp_dev *fp_dev_create(struct pci_dev *pdev,
 	if (ret)
 		goto shutdown;
 
-	mutex_lock(&fp_devs_lock);
-	for (index = 0; index < FP_MAX_DEVICES; index++)
-		if (!fp_devs[index])
-			break;
-	if (index == FP_MAX_DEVICES) {
-		mutex_unlock(&fp_devs_lock);
-		ret = -ENOSPC;
+	/* -ENOSPC when FP_MAX_DEVICES cards are there already. */
+	index = ida_alloc_max(&fp_index_ida, FP_MAX_DEVICES - 1, GFP_KERNEL);
+	if (index < 0) {
+		ret = index;
 		goto free_irq;
 	}
 	fdev->index = index;
@@ -135,20 +133,17 @@ static struct fp_dev *fp_dev_create(struct pci_dev *pdev,
 	fdev->misc.parent = dev;
 	fdev->misc.groups = fp_groups;
 	ret = misc_register(&fdev->misc);
-	if (ret) {
-		mutex_unlock(&fp_devs_lock);
-		goto free_irq;
-	}
-	fp_devs[index] = fdev;
-	mutex_unlock(&fp_devs_lock);
-	dev_info(dev, "%s: user block %08x v%x.%x%s, %s\n", fdev->name,
+	if (ret)
+		goto free_index;
+	dev_info(dev, "%s: user block %08x v%x.%x, %s\n", fdev->name,
 		 fdev->hw_id, fdev->hw_version >> 16,
 		 fdev->hw_version & 0xffff,
-		 fdev->hw_caps & FP_UB_CAP_MODEL ? " (emulated card)" : "",
 		 pdev->msix_enabled ? "MSI-X" : pdev->msi_enabled ? "MSI" :
 		 "INTx");
 	return fdev;
 
+free_index:
+	ida_free(&fp_index_ida, index);
 free_irq:
 	free_irq(fdev->irq, fdev);
 shutdown:
@@ -171,9 +166,7 @@ static void fp_dev_destroy(struct fp_dev *fdev)
 	fdev->dead = true;
 	mutex_unlock(&fdev->lock);
 	misc_deregister(&fdev->misc);
-	mutex_lock(&fp_devs_lock);
-	fp_devs[fdev->index] = NULL;
-	mutex_unlock(&fp_devs_lock);
+	ida_free(&fp_index_ida, fdev->index);
 
 	/* ...no new rings; let registrations under way finish (bounded). */
 	building = !wait_event_timeout(fdev->build_wq, !READ_ONCE(fdev->building),
@@ -310,6 +303,7 @@ static int __init fp_init(void)
 static void __exit fp_exit(void)
 {
 	pci_unregister_driver(&fp_pci_driver);
+	ida_destroy(&fp_index_ida);
 	fp_ring_exit();
 	fp_ring_free_buried();
 }

@@ -73,11 +73,30 @@ static void fp_ring_release(struct kref *ref)
 	kfree(ring);
 }
 
+/**
+ * fp_ring_put() - drop a reference on a ring
+ * @ring: the ring
+ *
+ * The last reference frees the ring's bookkeeping and, unless the ring is
+ * quarantined (its engine may still read them), its descriptor memory. The
+ * mapping and the page table are released before, by the ring's teardown.
+ *
+ * Context: any that may free coherent DMA memory: process, not atomic.
+ */
 void fp_ring_put(struct fp_ring *ring)
 {
 	kref_put(&ring->ref, fp_ring_release);
 }
 
+/**
+ * fp_ring_get() - look up a ring of an open file by its handle
+ * @fp: the open file
+ * @handle: the handle REGISTER returned
+ *
+ * Context: process; takes fp->rings_lock.
+ * Return: the ring with a reference the caller drops with fp_ring_put(),
+ * or NULL when @handle names no ring of @fp (0 never does).
+ */
 struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle)
 {
 	struct fp_ring *ring = NULL;
@@ -111,13 +130,23 @@ struct fp_ring *fp_ring_get(struct fp_file *fp, u32 handle)
  */
 static struct workqueue_struct *fp_unmap_wq;
 
+/**
+ * fp_ring_init() - module load: create the workqueue of deferred unmaps
+ *
+ * Context: process.
+ * Return: 0, or -ENOMEM.
+ */
 int fp_ring_init(void)
 {
 	fp_unmap_wq = alloc_workqueue("fpga_p2p_unmap", WQ_UNBOUND, 0);
 	return fp_unmap_wq ? 0 : -ENOMEM;
 }
 
-/* Module unload: every queued unmap has run before the code goes. */
+/**
+ * fp_ring_exit() - module unload: every queued unmap runs before the code goes
+ *
+ * Context: process, may sleep; after the PCI driver is unregistered.
+ */
 void fp_ring_exit(void)
 {
 	destroy_workqueue(fp_unmap_wq);
@@ -262,11 +291,19 @@ static void fp_ring_free_callback(void *data)
 					    msecs_to_jiffies(FP_TEARDOWN_TIMEOUT_MS));
 }
 
-/*
- * We gave up waiting for a teardown that another context runs (a revocation
- * callback, or the owner's side). It may still be using the ring, its page
- * table and its DMA memory: keep all of them for ever (quarantined) rather
- * than free them under it. The extra reference is never dropped.
+/**
+ * fp_ring_abandon() - keep a ring and its memory for ever
+ * @ring: the ring
+ * @what: what was not waited for, for the log ("teardown", "revocation",
+ *	"registration")
+ *
+ * We gave up waiting for a teardown that another context runs (a
+ * revocation callback, the owner's side, a registration under way). It may
+ * still be using the ring, its page table and its DMA memory: all of them
+ * are kept (quarantined, counted once) rather than freed under it. The
+ * extra reference taken here is never dropped.
+ *
+ * Context: any; takes @ring's lock with interrupts off.
  */
 void fp_ring_abandon(struct fp_ring *ring, const char *what)
 {
@@ -287,10 +324,19 @@ void fp_ring_abandon(struct fp_ring *ring, const char *what)
 		 ring->handle, what);
 }
 
-/*
- * The owner's side: give the memory back (put_pages as the nv-p2p contract
- * wants it), tear down unless a revocation already did, and wait until the
- * teardown is complete. Idempotent.
+/**
+ * fp_ring_release_memory() - the owner gives a ring's memory back
+ * @ring: the ring
+ * @why: FP_RELEASE_UNREGISTER (UNREGISTER, close, a failed REGISTER) or
+ *	FP_RELEASE_REMOVE (device removal: waiters see DEVICE_GONE)
+ *
+ * Calls nvidia_p2p_put_pages() as the nv-p2p contract wants it (not after
+ * a revocation by invalidation), tears the ring's DMA down unless a
+ * revocation already does, and waits (at most FP_TEARDOWN_TIMEOUT_MS)
+ * until the teardown is complete; a teardown that does not complete in
+ * time abandons the ring (fp_ring_abandon()). Idempotent.
+ *
+ * Context: process, may sleep; not from the nv-p2p free callback.
  */
 void fp_ring_release_memory(struct fp_ring *ring, enum fp_release_why why)
 {
@@ -385,11 +431,17 @@ static void fp_pt_free(struct nvidia_p2p_page_table *pt, enum fp_cb_cause cause)
 	kfree(pt);
 }
 
-/*
- * Device removal, after the final quiesce: when it saw both channels idle,
- * no engine touches the parked rings' memory any more, so the rings that
- * their owners destroyed give back their descriptors, mapping and pages.
- * Otherwise (or a ring whose file is still open) they stay for ever.
+/**
+ * fp_ring_reap_quarantine() - free the quarantined rings of a removed device
+ * @fdev: the device, after its final quiesce
+ * @engine_quiet: the final quiesce saw both channels idle
+ *
+ * When no engine touches the parked rings' memory any more, the rings
+ * that their owners destroyed give back their descriptors, mapping and
+ * pages. Otherwise (and for a ring whose file is still open, or one that
+ * was abandoned) they stay for ever.
+ *
+ * Context: process, may sleep.
  */
 void fp_ring_reap_quarantine(struct fp_dev *fdev, bool engine_quiet)
 {
@@ -431,7 +483,13 @@ void fp_ring_reap_quarantine(struct fp_dev *fdev, bool engine_quiet)
 		dev_crit(fdev->dev, "%u quarantined ring(s) kept for ever\n", kept);
 }
 
-/* Module unload: no ring is left, so no callback can bury another. */
+/**
+ * fp_ring_free_buried() - module unload: free the buried page-table structs
+ *
+ * Context: process, may sleep: waits for the notifier core's deferred frees
+ * (mmu_notifier_synchronize()) first. No ring is left by then, so no
+ * callback can bury another.
+ */
 void fp_ring_free_buried(void)
 {
 	struct fp_pt_grave *g, *tmp;
@@ -449,10 +507,16 @@ void fp_ring_free_buried(void)
 	}
 }
 
-/*
- * Destroy a ring that is no longer reachable through its file (or never
- * was): release its memory, free the page-table struct, give the device's
- * direction back. fp->lock held.
+/**
+ * fp_ring_destroy() - destroy a ring no longer reachable through its file
+ * @ring: the ring (one that never was reachable too: a failed REGISTER);
+ *	the caller's reference is dropped
+ *
+ * Releases its memory (fp_ring_release_memory()), frees the page-table
+ * struct (or keeps it with a quarantined ring), drops its queued events and
+ * gives the device's direction back.
+ *
+ * Context: process, may sleep; the caller holds the file's lock.
  */
 void fp_ring_destroy(struct fp_ring *ring)
 {
@@ -651,6 +715,26 @@ static int fp_ring_check(struct fp_dev *fdev, const struct fpga_p2p_ring *r,
 	return 0;
 }
 
+/**
+ * fp_ring_register() - register a ring of slots in the caller's memory
+ * @fp: the open file that will own the ring
+ * @r: REGISTER's arguments; @r->handle is set on success
+ *
+ * Checks the arguments against the header's rules and the card's limits,
+ * claims the device's direction, pins and maps the memory through nv-p2p
+ * (in the calling process's context, as nv-p2p requires), builds the
+ * descriptor ring, sizes the file's event queue and, for transmit, starts
+ * the channel. A revocation or a removal during all this undoes it.
+ *
+ * Context: process, may sleep; takes the file's lock.
+ * Return: 0; -EINVAL for arguments the header forbids (including overlap
+ * with the file's other ring); -EBUSY when the file or the device already
+ * has a ring of that direction; -ENOMEM; -EFAULT when the memory was
+ * revoked meanwhile; nv-p2p's errno when pinning fails (-EFAULT for memory
+ * not mapped writable); -EIO for an nv-p2p page table or mapping this
+ * driver cannot use; -ENODEV when the device is gone; a transmit channel
+ * that does not start: fp_h2c_start()'s errors.
+ */
 int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r)
 {
 	struct fp_dev *fdev = fp->fdev;
@@ -792,6 +876,17 @@ unlock:
 	return ret;
 }
 
+/**
+ * fp_ring_unregister() - unregister a ring of an open file
+ * @fp: the open file
+ * @handle: the ring's handle
+ *
+ * Stops its engine, releases the memory (fp_ring_destroy()); works in any
+ * state of the ring, revoked, faulted or on a removed device included.
+ *
+ * Context: process, may sleep; takes the file's lock.
+ * Return: 0, or -ENOENT when @handle names no ring of @fp.
+ */
 int fp_ring_unregister(struct fp_file *fp, u32 handle)
 {
 	struct fp_ring *ring = NULL;

@@ -280,37 +280,84 @@ struct fp_ring {
 	u32 txq_count;
 };
 
-/* Register access: the card's BARs. */
+/**
+ * fp_rd() - read a 32-bit register of the card
+ * @fdev: the device
+ * @bar: FP_BAR_USER or FP_BAR_XDMA
+ * @off: byte offset in the BAR
+ *
+ * Return: the register's value; all ones when the card does not answer.
+ */
 static inline u32 fp_rd(struct fp_dev *fdev, int bar, u32 off)
 {
 	return ioread32(fdev->bar[bar] + off);
 }
 
+/**
+ * fp_wr() - write a 32-bit register of the card
+ * @fdev: the device
+ * @bar: FP_BAR_USER or FP_BAR_XDMA
+ * @off: byte offset in the BAR
+ * @val: the value
+ */
 static inline void fp_wr(struct fp_dev *fdev, int bar, u32 off, u32 val)
 {
 	iowrite32(val, fdev->bar[bar] + off);
 }
 
+/**
+ * fp_xrd() - read an XDMA register (BAR1)
+ * @fdev: the device
+ * @off: byte offset, target << 12 | channel << 8 | register
+ *
+ * Return: the register's value; all ones when the card does not answer.
+ */
 static inline u32 fp_xrd(struct fp_dev *fdev, u32 off)
 {
 	return fp_rd(fdev, FP_BAR_XDMA, off);
 }
 
+/**
+ * fp_xwr() - write an XDMA register (BAR1)
+ * @fdev: the device
+ * @off: byte offset, target << 12 | channel << 8 | register
+ * @val: the value
+ */
 static inline void fp_xwr(struct fp_dev *fdev, u32 off, u32 val)
 {
 	fp_wr(fdev, FP_BAR_XDMA, off, val);
 }
 
+/**
+ * fp_urd() - read a user block register (BAR0)
+ * @fdev: the device
+ * @off: byte offset (FP_UB_*)
+ *
+ * Return: the register's value; all ones when the card does not answer.
+ */
 static inline u32 fp_urd(struct fp_dev *fdev, u32 off)
 {
 	return fp_rd(fdev, FP_BAR_USER, off);
 }
 
+/**
+ * fp_uwr() - write a user block register (BAR0)
+ * @fdev: the device
+ * @off: byte offset (FP_UB_*)
+ * @val: the value
+ */
 static inline void fp_uwr(struct fp_dev *fdev, u32 off, u32 val)
 {
 	fp_wr(fdev, FP_BAR_USER, off, val);
 }
 
+/**
+ * fp_desc() - a descriptor of a ring, for the CPU
+ * @ring: the ring
+ * @i: its position, below ring->ndesc
+ *
+ * Return: the descriptor in the ring's coherent descriptor pages.
+ */
 static inline struct xdma_desc *fp_desc(struct fp_ring *ring, u32 i)
 {
 	u32 per = PAGE_SIZE / sizeof(struct xdma_desc);
@@ -318,6 +365,13 @@ static inline struct xdma_desc *fp_desc(struct fp_ring *ring, u32 i)
 	return (struct xdma_desc *)ring->desc_blk[i / per].cpu + i % per;
 }
 
+/**
+ * fp_desc_dma() - the bus address of a descriptor of a ring
+ * @ring: the ring
+ * @i: its position, below ring->ndesc
+ *
+ * Return: the address the engine fetches it from.
+ */
 static inline dma_addr_t fp_desc_dma(struct fp_ring *ring, u32 i)
 {
 	u32 per = PAGE_SIZE / sizeof(struct xdma_desc);
@@ -325,6 +379,13 @@ static inline dma_addr_t fp_desc_dma(struct fp_ring *ring, u32 i)
 	return ring->desc_blk[i / per].dma + (i % per) * sizeof(struct xdma_desc);
 }
 
+/**
+ * fp_result() - the writeback record of a capture descriptor, for the CPU
+ * @ring: a capture ring
+ * @i: the descriptor's position, below ring->ndesc
+ *
+ * Return: the record in the ring's coherent writeback pages.
+ */
 static inline struct xdma_c2h_result *fp_result(struct fp_ring *ring, u32 i)
 {
 	u32 per = PAGE_SIZE / sizeof(struct xdma_c2h_result);
@@ -332,6 +393,13 @@ static inline struct xdma_c2h_result *fp_result(struct fp_ring *ring, u32 i)
 	return (struct xdma_c2h_result *)ring->res_blk[i / per].cpu + i % per;
 }
 
+/**
+ * fp_result_dma() - the bus address of a capture descriptor's writeback record
+ * @ring: a capture ring
+ * @i: the descriptor's position, below ring->ndesc
+ *
+ * Return: the address the engine writes the record to.
+ */
 static inline dma_addr_t fp_result_dma(struct fp_ring *ring, u32 i)
 {
 	u32 per = PAGE_SIZE / sizeof(struct xdma_c2h_result);
@@ -348,20 +416,38 @@ static inline dma_addr_t fp_result_dma(struct fp_ring *ring, u32 i)
  * lifetime, module init).
  */
 
-/*
- * The card was surprise-removed (what pci_dev_is_disconnected() says; 5.15,
- * the Jetson's kernel, keeps that in the PCI core's private header).
+/**
+ * fp_card_gone() - whether the card was surprise-removed
+ * @fdev: the device
+ *
+ * What pci_dev_is_disconnected() says; 5.15, the Jetson's kernel, keeps
+ * that in the PCI core's private header.
+ *
+ * Return: true when the PCI core has given the card up for good.
  */
 static inline bool fp_card_gone(struct fp_dev *fdev)
 {
 	return READ_ONCE(fdev->pdev->error_state) == pci_channel_io_perm_failure;
 }
 
+/**
+ * fp_ring_dma_dir() - the DMA direction of a ring's memory
+ * @ring: the ring
+ *
+ * Return: DMA_FROM_DEVICE for capture, DMA_TO_DEVICE for transmit.
+ */
 static inline enum dma_data_direction fp_ring_dma_dir(struct fp_ring *ring)
 {
 	return ring->dir == FP_C2H ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
 }
 
+/**
+ * fp_dev_release() - free a device whose last reference went
+ * @ref: the device's kref
+ *
+ * The device outlives its removal while files are open; the last close
+ * (or the removal, with none open) frees it.
+ */
 static inline void fp_dev_release(struct kref *ref)
 {
 	struct fp_dev *fdev = container_of(ref, struct fp_dev, ref);
@@ -370,6 +456,10 @@ static inline void fp_dev_release(struct kref *ref)
 	kfree(fdev);
 }
 
+/**
+ * fp_dev_put() - drop a reference on a device
+ * @fdev: the device
+ */
 static inline void fp_dev_put(struct fp_dev *fdev)
 {
 	kref_put(&fdev->ref, fp_dev_release);
@@ -392,8 +482,6 @@ int fp_h2c_start(struct fp_ring *ring);
 int fp_engine_stop(struct fp_ring *ring);
 int fp_release_slot(struct fp_ring *ring, u32 slot);
 int fp_tx_submit(struct fp_ring *ring, const struct fpga_p2p_tx *tx);
-int fp_ring_errno(enum fp_ring_state state);
-void fp_sync(struct fp_ring *ring, bool for_cpu);
 void fp_counters_read(struct fp_dev *fdev, struct fpga_p2p_counters *c);
 
 /* fp_ring.c */

@@ -169,10 +169,10 @@ struct xdma_c2h_result {
 
 #define FP_UB_ID_VALUE			0x52414452	/* 'R' 'A' 'D' 'R' */
 #define FP_UB_VERSION_VALUE		0x00010000	/* 1.0 */
+/* FP_UB_CAPS: bits 31:3 are reserved and read 0. */
 #define FP_UB_CAP_ADC			BIT(0)
 #define FP_UB_CAP_TEST_PATTERN		BIT(1)
 #define FP_UB_CAP_PLAYBACK		BIT(2)
-#define FP_UB_CAP_MODEL			BIT(31)	/* an emulated card */
 
 /*
  * Stream control; the contract the driver relies on (board/fpga/registers.md):

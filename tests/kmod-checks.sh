@@ -4,6 +4,9 @@
 #   w1        build against Debian's 6.1 headers with W=1, no warning allowed
 #   sparse    make C=2 (sparse on every file), no sparse warning allowed
 #   checkpatch  checkpatch.pl --strict on every .c/.h, no error/warning/check
+#   kerneldoc   scripts/kernel-doc -v on the module's sources: no warning, and
+#             every function fpga_p2p_drv.h declares or defines (the ones
+#             shared across the driver's files) has a kernel-doc comment
 #   arm64     cross-build against an arm64 6.1 tree (defconfig + modules_prepare)
 #   jetson    cross-build for the Jetson's kernel line: the arm64 5.15 tree with
 #             L4T r36's config in ../shared/kbuild/, through NVIDIA's own
@@ -120,6 +123,34 @@ check_checkpatch() {
 	return "$bad"
 }
 
+check_kerneldoc() {
+	local src out warn documented shared name missing=()
+	src=$(ensure_kernel_src)
+	# -v adds the checks of return values and of text before sections.
+	out=$(cd "$kmod_src" && perl "$src/scripts/kernel-doc" -v -none \
+		./*.c ./*.h include/uapi/*.h nvp2p_shim/*.c 2>&1) ||
+		{ printf '%s\n' "$out" | tail -n 5; return 1; }
+	printf '%s\n' "$out" >"$logdir/kerneldoc.log"
+	warn=$(printf '%s\n' "$out" | grep -v -E ': info: |^[0-9]+ warnings?$' || true)
+	if [ -n "$warn" ]; then
+		printf '%s\n' "$warn" | sed 's/^/  /' | head -n 20
+		return 1
+	fi
+	documented=$(printf '%s\n' "$out" | sed -n 's/.*: info: Scanning doc for function \([A-Za-z0-9_]*\)$/\1/p')
+	# Prototypes and inline definitions: "type name(" at the start of a line.
+	shared=$(grep -oE '^[a-z][a-z0-9_ ]*[ *]fp_[a-z0-9_]+\(' "$kmod_src/fpga_p2p_drv.h" |
+		grep -oE 'fp_[a-z0-9_]+\($' | tr -d '(' | sort -u)
+	[ -n "$shared" ] || { echo "  no function declarations found in fpga_p2p_drv.h"; return 1; }
+	for name in $shared; do
+		printf '%s\n' "$documented" | grep -qx "$name" || missing+=("$name")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		echo "  no kernel-doc comment: ${missing[*]}"
+		return 1
+	fi
+	echo "  $(printf '%s\n' "$shared" | wc -l) shared functions documented, no warning (log: $logdir/kerneldoc.log)"
+}
+
 # An arm64 6.1 tree for cross builds, cached like the debug kernel.
 arm64_tree() {
 	local src key out
@@ -180,7 +211,7 @@ check_jetson() {
 }
 
 failed=0
-for check in w1 sparse checkpatch arm64 jetson; do
+for check in w1 sparse checkpatch kerneldoc arm64 jetson; do
 	if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qx "$check"; then
 		continue
 	fi

@@ -16,7 +16,6 @@ pub const FPGA_P2P_CAP_TRANSMIT: u32 = 1 << 1;
 pub const FPGA_P2P_CAP_TEST_PATTERN: u32 = 1 << 2;
 pub const FPGA_P2P_CAP_PLAYBACK: u32 = 1 << 3;
 pub const FPGA_P2P_CAP_CHUNK_EVENTS: u32 = 1 << 4;
-pub const FPGA_P2P_CAP_MODEL: u32 = 1 << 31;
 
 pub const FPGA_P2P_DIR_C2H: u32 = 0;
 pub const FPGA_P2P_DIR_H2C: u32 = 1;

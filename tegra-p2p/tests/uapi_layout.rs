@@ -82,7 +82,6 @@ fn rust_constants() -> BTreeMap<&'static str, u64> {
             "FPGA_P2P_CAP_CHUNK_EVENTS",
             FPGA_P2P_CAP_CHUNK_EVENTS.into(),
         ),
-        ("FPGA_P2P_CAP_MODEL", FPGA_P2P_CAP_MODEL.into()),
         ("FPGA_P2P_DIR_C2H", FPGA_P2P_DIR_C2H.into()),
         ("FPGA_P2P_DIR_H2C", FPGA_P2P_DIR_H2C.into()),
         ("FPGA_P2P_SRC_ADC", FPGA_P2P_SRC_ADC.into()),

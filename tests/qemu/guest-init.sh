@@ -9,8 +9,9 @@
 
 # The suites, in the order `all` runs them: name, time limit in the guest (s),
 # command. The command runs with both modules freshly loaded (except
-# lifecycle, which loads and unloads them itself) and must print one
-# "@@result {json}" line on stdout. stream runs the acceptance sizes (its
+# lifecycle, which loads and unloads them itself) and prints a KTAP document
+# on stdout (tests/qemu/README.md says what it must hold). uapi is the C
+# kselftest of the uapi (kmod/tests/uapi_test.c). stream runs the acceptance sizes (its
 # defaults: 100000 frames of 16 KiB, then 500 frames of 4 MiB); on the debug
 # kernel (KASAN, lockdep) under TCG that takes ~260 s, lifecycle ~140 s, the
 # others 10-90 s; the limits leave room for a loaded host. radard runs the
@@ -24,6 +25,7 @@ ownership   300 p2p-suite ownership
 revocation  900 p2p-suite revocation
 crash       900 p2p-suite crash
 badinput    600 p2p-suite badinput
+uapi        300 fpga_p2p_uapi_test
 duplex      300 p2p-suite duplex --frames 300
 neighbours  300 p2p-suite neighbours
 faults      300 p2p-suite faults --probe
@@ -79,6 +81,16 @@ kmsg() { echo "radar-harness: $*" >/dev/kmsg; }
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 # Keep one line, free of characters the result protocol uses.
 oneline() { tr '\n' ' ' | sed 's/["\\]/ /g' | cut -c1-300; }
+# ktap_report NAME true|false FIGURES-JSON DETAIL: the KTAP document of a
+# suite the guest script runs itself, shaped like p2p-suite's
+# (tests/capture-suite/src/ktap.rs): one test named after the suite.
+ktap_report() {
+	echo "KTAP version 1"
+	echo "1..1"
+	echo "# $1: $4"
+	echo "# figures: $3"
+	if [ "$2" = true ]; then echo "ok 1 $1"; else echo "not ok 1 $1"; fi
+}
 
 is_loaded() { grep -q "^$1 " /proc/modules; }
 
@@ -281,7 +293,10 @@ lifecycle() {
 	passed=true
 	[ -n "$fail" ] && passed=false
 	detail=${fail:-"$done_cycles load/unload cycles, rmmod refused $refused times while $DEV was open"}
-	echo "@@result {\"suite\":\"lifecycle\",\"passed\":$passed,\"load_cycles\":$done_cycles,\"detail\":\"$(printf '%s' "$detail" | oneline)\"}"
+	detail=$(printf '%s' "$detail" | oneline)
+	ktap_report lifecycle "$passed" \
+		"{\"suite\":\"lifecycle\",\"passed\":$passed,\"load_cycles\":$done_cycles,\"detail\":\"$detail\"}" \
+		"$detail"
 	[ "$passed" = true ]
 }
 
@@ -305,13 +320,8 @@ run_suite() {
 		[ "$1" = p2p-suite ] && set -- "$@" --p2p "$P2P"
 		timeout -s KILL "$limit" "$@" >/tmp/suite.out 2>/tmp/suite.err
 		rc=$?
-		# Forward the program's result line(s); everything else is log.
-		while IFS= read -r line; do
-			case $line in
-			@@result\ *) emit "$line" ;;
-			*) emit "@@log $name $line" ;;
-			esac
-		done </tmp/suite.out
+		# The program's KTAP report, line by line; its stderr is log.
+		while IFS= read -r line; do emit "@@ktap $line"; done </tmp/suite.out
 		while IFS= read -r line; do emit "@@log $name $line"; done </tmp/suite.err
 		# Every suite ends unloaded (lifecycle normally unloaded already).
 		if unload_modules >/tmp/unload.err 2>&1; then
@@ -367,7 +377,10 @@ shutdown_suite() {
 	passed=true
 	[ -n "$fail" ] && passed=false
 	detail=${fail:-"a capture streaming ($((f1 - f0)) frames so far, still running) when reboot -f ran"}
-	emit "@@result {\"suite\":\"shutdown\",\"passed\":$passed,\"frames_verified\":0,\"detail\":\"$(printf '%s' "$detail" | oneline)\"}"
+	detail=$(printf '%s' "$detail" | oneline)
+	ktap_report shutdown "$passed" \
+		"{\"suite\":\"shutdown\",\"passed\":$passed,\"frames_verified\":0,\"detail\":\"$detail\"}" \
+		"$detail" | while IFS= read -r line; do emit "@@ktap $line"; done
 	emit "@@end shutdown rc=$([ "$passed" = true ] && echo 0 || echo 1) load=ok unload=reboot duration_s=$(echo "$(uptime_s) $t0" | awk '{ printf "%.1f", $1 - $2 }')"
 	# No "end" mark: what the kernel logs while shutting down is this suite's.
 	sync

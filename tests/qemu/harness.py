@@ -8,8 +8,14 @@
   harness.py report --kernel K --suite S --suites "a b" --console LOG --results RES
                     --outdir DIR --duration-s N [--boot-s N] [--qemu-status N]
       Parse the guest's result channel and kernel console, write
-      DIR/<K>-<suite>.json (and DIR/<K>-all.json for --suite all), print a summary
-      ending with "N passed, N failed", exit 1 if anything failed.
+      DIR/<K>-<suite>.json (and DIR/<K>-all.json for --suite all), the run as
+      one KTAP document DIR/<K>-<suite>.ktap (each suite a subtest holding its
+      program's own KTAP report), print a summary ending with
+      "N passed, N failed", exit 1 if anything failed.
+
+  harness.py canary --console LOG --results RES
+      run.sh --canary: did each detector fire in the suite whose planted bug
+      provokes it, and only there?
 
 The result protocol is described in tests/qemu/README.md.
 """
@@ -51,6 +57,17 @@ NOT_REPORT = re.compile(
     r"|dma_debug_entry pool grown)"
 )
 MARK = re.compile(r"radar-harness: (begin|end) (\S+)")
+
+# The top level of a (K)TAP document (the kernel's
+# Documentation/dev-tools/ktap.rst); kselftests print "TAP version 13".
+KTAP_VERSION = re.compile(r"(KTAP version 1|TAP version 1[34])$")
+KTAP_PLAN = re.compile(r"1\.\.(\d+)$")
+KTAP_RESULT = re.compile(r"(ok|not ok) (\d+)(?: -)?(?: ([^#]*[^#\s]))?\s*(?:#\s*(.*\S))?\s*$")
+# The diagnostic line that carries a suite's figures (one JSON object).
+FIGURES = "# figures: "
+# Suites whose program is a kselftest (kselftest_harness.h): one KTAP test
+# per TEST(), no figures line, so no counts.
+KSELFTEST_SUITES = {"uapi"}
 # The emulated card's state when the machine shut down (run.sh's shutdown-log).
 CARD_SHUTDOWN = re.compile(r"radar-fpga-card: machine shutdown \(([^)]*)\): (.*)")
 
@@ -127,6 +144,52 @@ def kernel_reports(console_lines):
     return counts, examples
 
 
+def parse_ktap(lines):
+    """Check the top level of a KTAP document and read its results.
+
+    Indented lines belong to subtests, which their parent's result line
+    judges. Returns (tests, figures, errors): tests as (ok, number, name,
+    directive) tuples, figures the JSON text of the "# figures: " lines,
+    errors what makes the document malformed.
+    """
+    tests, figures, errors = [], [], []
+    version = plan = None
+    for line in lines:
+        if not line.strip() or line[0] in " \t":
+            continue
+        m = KTAP_RESULT.match(line)
+        if KTAP_VERSION.match(line):
+            if version is not None:
+                errors.append("a second version line")
+            version = line
+        elif KTAP_PLAN.match(line):
+            if plan is not None:
+                errors.append("a second plan line")
+            plan = int(KTAP_PLAN.match(line).group(1))
+        elif m:
+            tests.append((m.group(1) == "ok", int(m.group(2)), m.group(3) or "",
+                          m.group(4) or ""))
+        elif line.startswith(FIGURES):
+            figures.append(line[len(FIGURES):])
+        elif line.startswith("Bail out!"):
+            errors.append(line)
+        else:
+            continue
+        if version is None:
+            errors.append(f"{line[:40]!r} before the version line")
+    if version is None:
+        errors.append("no version line")
+    if plan is None:
+        errors.append("no plan line")
+    elif plan == 0:
+        errors.append("an empty plan")
+    elif len(tests) != plan:
+        errors.append(f"the plan says {plan} tests, {len(tests)} results")
+    if [t[1] for t in tests] != list(range(1, len(tests) + 1)):
+        errors.append("results not numbered 1..N in order")
+    return tests, figures, errors
+
+
 def parse_results(lines):
     """Group the result channel by suite."""
     plan, done, suites, order = None, None, {}, []
@@ -140,16 +203,9 @@ def parse_results(lines):
         elif word == "@@begin":
             current = rest.strip()
             order.append(current)
-            suites[current] = {"results": [], "end": None, "log": [],
-                               "bad_results": []}
-        elif word == "@@result" and current:
-            try:
-                obj = json.loads(rest)
-                if not isinstance(obj, dict):
-                    raise ValueError("not an object")
-                suites[current]["results"].append(obj)
-            except ValueError as e:
-                suites[current]["bad_results"].append(f"{e}: {rest[:120]}")
+            suites[current] = {"ktap": [], "end": None, "log": []}
+        elif word == "@@ktap" and current:
+            suites[current]["ktap"].append(rest)
         elif word == "@@log" and current:
             suites[current]["log"].append(rest)
         elif word == "@@end" and current:
@@ -195,23 +251,49 @@ def judge(name, entry, reports, report_examples, kernel, card_lines=()):
         rec[c] = 0
     reasons = []
     detail = ""
+    passed_by_program = False
     if entry is None:
         reasons.append("not run (guest crashed, hung or stopped before it)")
     else:
-        results = entry["results"]
-        for bad in entry["bad_results"]:
-            reasons.append(f"unparsable @@result: {bad}")
-        if len(results) != 1:
-            reasons.append(f"{len(results)} @@result lines (want exactly 1)")
+        tests, figures, errors = parse_ktap(entry["ktap"])
+        if not any(line.strip() for line in entry["ktap"]):
+            reasons.append("no KTAP report")
+        elif errors:
+            reasons.append(f"malformed KTAP report ({'; '.join(errors)})")
+        results = []
+        for raw in figures:
+            try:
+                obj = json.loads(raw)
+                if not isinstance(obj, dict):
+                    raise ValueError("not an object")
+                results.append(obj)
+            except ValueError as e:
+                reasons.append(f"unparsable figures line: {e}: {raw[:120]}")
+        if name in KSELFTEST_SUITES:
+            ok = sum(1 for t in tests if t[0] and not t[3])
+            detail = f"{ok} of {len(tests)} tests passed"
+        elif entry["ktap"]:
+            if len(figures) != 1:
+                reasons.append(f"{len(figures)} figures lines (want exactly 1)")
+            names = [t[2] for t in tests]
+            if not errors and names != [name]:
+                reasons.append(f"KTAP test {names[0]!r} (want {name!r})")
         if results:
             res = results[-1]
             for c in COUNTERS:
                 rec[c] = as_count(res.get(c, 0))
             detail = str(res.get("detail", ""))
             if res.get("suite") != name:
-                reasons.append(f"result names suite {res.get('suite')!r}")
-            if res.get("passed") is not True:
-                reasons.append("program reported failure")
+                reasons.append(f"figures name suite {res.get('suite')!r}")
+        # A skipped test (a directive) is not a pass.
+        bad = [" ".join(filter(None, ["ok" if ok else "not ok", str(n), t,
+                                      "# " + d if d else ""]))
+               for ok, n, t, d in tests if not ok or d]
+        if results and results[-1].get("passed") is not True:
+            bad.append("figures say passed: " + json.dumps(results[-1].get("passed")))
+        if bad:
+            reasons.append(f"program reported failure ({'; '.join(bad)})")
+        passed_by_program = bool(tests) and not bad and not errors
         end = entry["end"]
         if end is None:
             reasons.append("no @@end (guest crashed or hung during the suite)")
@@ -226,7 +308,7 @@ def judge(name, entry, reports, report_examples, kernel, card_lines=()):
             # The shutdown suite ends in a reboot with the modules loaded.
             if end.get("unload") != ("reboot" if name == "shutdown" else "ok"):
                 reasons.append(f"module unload: {end.get('unload')}")
-        if name == "shutdown" and results and results[-1].get("passed") is True:
+        if name == "shutdown" and passed_by_program:
             why = judge_shutdown(card_lines)
             if why:
                 reasons.append(why)
@@ -243,6 +325,28 @@ def judge(name, entry, reports, report_examples, kernel, card_lines=()):
     rec["detail"] = detail
     rec["failure"] = "; ".join(reasons)
     return rec
+
+
+def run_ktap(records, suites, problems, whole_run):
+    """The run as one KTAP document: a test per suite with the harness's
+    verdict (the program, load and unload, kernel reports), the program's
+    own KTAP report as its subtest; a run of all suites ends with a test
+    "run" for what failed outside the suites."""
+    tests = len(records) + (1 if whole_run else 0)
+    out = ["KTAP version 1", f"1..{tests}"]
+    for i, rec in enumerate(records, 1):
+        # Without a "# Subtest:" header (optional): the kernel's parser
+        # (kunit.py) takes a subtest's test named like the subtest for the
+        # subtest's own result line.
+        sub = (suites.get(rec["suite"]) or {}).get("ktap", [])
+        out.extend(f"    {line}" if line.strip() else "" for line in sub)
+        if rec["failure"]:
+            out.append(f"# {rec['suite']}: {rec['failure']}")
+        out.append(f"{'ok' if rec['passed'] else 'not ok'} {i} {rec['suite']}")
+    if whole_run:
+        out.extend(f"# run: {p}" for p in problems)
+        out.append(f"{'not ok' if problems else 'ok'} {tests} run")
+    return "\n".join(out) + "\n"
 
 
 def report(args):
@@ -300,6 +404,9 @@ def report(args):
             json.dump(rec, f, indent=2)
             f.write("\n")
 
+    with open(os.path.join(args.outdir, f"{args.kernel}-{args.suite}.ktap"), "w") as f:
+        f.write(run_ktap(records, suites, problems, args.suite == "all"))
+
     passed = sum(r["passed"] for r in records)
     failed = sum(r["failed"] for r in records)
     if args.suite == "all":
@@ -340,9 +447,9 @@ def report(args):
     return 0 if ok else 1
 
 
-# run.sh --selftest: the suite, and what the kernel must have reported during it
-# (tests/qemu/selftest/ commits one bug per suite); None: no report allowed.
-SELFTEST = {
+# run.sh --canary: the suite, and what the kernel must have reported during it
+# (tests/qemu/planted-bugs/ commits one bug per suite); None: no report allowed.
+CANARY = {
     "stream": None,
     "ownership": ("lockdep", r"WARNING: possible circular locking dependency"),
     "revocation": ("KASAN", r"BUG: KASAN: slab-out-of-bounds"),
@@ -353,7 +460,7 @@ SELFTEST = {
 }
 
 
-def selftest(args):
+def canary(args):
     """Did every detector fire where the broken module provoked it, and only there?"""
     segments, current = {}, None
     for line in read_lines(args.console):
@@ -366,7 +473,7 @@ def selftest(args):
             segments[current].append(line)
     _plan, done, suites, _order = parse_results(read_lines(args.results))
     passed = failed = 0
-    for seg, expect in SELFTEST.items():
+    for seg, expect in CANARY.items():
         lines = segments.get(seg)
         reports = [l for l in lines or [] if REPORT.search(l) and not NOT_REPORT.search(l)]
         if lines is None:
@@ -412,12 +519,12 @@ def main():
     r.add_argument("--qemu-status", type=int, default=None)
     r.add_argument("--stalled", default=None)
     r.add_argument("--card", default="", help="the card's shutdown-log file")
-    t = sub.add_parser("selftest")
+    t = sub.add_parser("canary")
     t.add_argument("--console", required=True)
     t.add_argument("--results", required=True)
     args = ap.parse_args()
-    if args.cmd == "selftest":
-        return selftest(args)
+    if args.cmd == "canary":
+        return canary(args)
     if args.cmd == "cpio":
         write_cpio(args.staging, args.out)
         return 0

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Boots a real kernel under QEMU (TCG) with fpga_p2p + nvp2p_shim and the
-# capture test programs in an initramfs, runs suites, reports counts. The
+# capture test programs in an initramfs, runs suites, reports counts (and
+# the run as KTAP, target/qemu/<kernel>-<suite>.ktap). The
 # card is an emulated PCI device (tests/qemu/fpga-card/, QEMU built by
 # build-qemu.sh) behind QEMU's intel-iommu with DMA remapping on.
 #
 #   bash tests/qemu/run.sh --kernel debian|debug --suite NAME|all [--p2p shim|nvidia] [--swiotlb] [--keep] [--timeout S]
 #   bash tests/qemu/run.sh --kernel debian --suite shell    # interactive guest
-#   bash tests/qemu/run.sh --kernel debug --selftest         # the detectors fire?
+#   bash tests/qemu/run.sh --kernel debug --canary           # the detectors fire?
 #   bash tests/qemu/run.sh --list                            # the suites
 #
 # Writes target/qemu/<kernel>-<suite>.json (and <kernel>-all.json for all), the
@@ -34,9 +35,9 @@ top=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/shared-dir.sh
 . "$here/../shared-dir.sh"
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 
-kernel='' suite='' keep=0 host_timeout='' selftest=0 swiotlb=0 p2p=shim
+kernel='' suite='' keep=0 host_timeout='' canary=0 swiotlb=0 p2p=shim
 while [ $# -gt 0 ]; do
 	case $1 in
 	--swiotlb) swiotlb=1; shift ;;
@@ -44,7 +45,7 @@ while [ $# -gt 0 ]; do
 	--p2p) p2p=${2:-}; shift 2 ;;
 	--suite) suite=${2:-}; shift 2 ;;
 	--keep) keep=1; shift ;;
-	--selftest) selftest=1; suite=selftest; shift ;;
+	--canary) canary=1; suite=canary; shift ;;
 	--timeout) host_timeout=${2:-}; shift 2 ;;
 	--list) sh "$here/guest-init.sh" --list; exit 0 ;;
 	-h | --help) usage ;;
@@ -65,13 +66,14 @@ done < <(sh "$here/guest-init.sh" --list)
 case $suite in
 all) suites=("${all_suites[@]}") ;;
 shell) suites=() ;;
-selftest)
-	# A deliberately broken module and program (tests/qemu/selftest/): every
-	# suite but stream commits one kind of kernel bug.
-	[ "$selftest" = 1 ] || die "use --selftest"
-	[ "$kernel" = debug ] || die "--selftest needs the debug kernel's detectors"
+canary)
+	# The detector canary: a deliberately broken module and program
+	# (tests/qemu/planted-bugs/); every suite but stream commits one kind of
+	# kernel bug.
+	[ "$canary" = 1 ] || die "use --canary"
+	[ "$kernel" = debug ] || die "--canary needs the debug kernel's detectors"
 	suites=(stream ownership revocation crash badinput duplex)
-	export RADAR_KMOD_DIR="$here/selftest" RADAR_SUITE_BIN="$here/selftest/p2p-suite"
+	export RADAR_KMOD_DIR="$here/planted-bugs" RADAR_SUITE_BIN="$here/planted-bugs/p2p-suite"
 	;;
 *)
 	[ -n "${limit_of[$suite]:-}" ] || die "no suite '$suite' (have: ${all_suites[*]} all shell)"
@@ -83,9 +85,9 @@ t_start=$SECONDS
 ensure_pkgs qemu-system-x86 busybox-static cpio kmod python3 build-essential binutils
 
 outdir=${RADAR_QEMU_OUTDIR:-"$top/target/qemu"}
-# The self-test's suites fail on purpose: keep their files apart from the
+# The canary's suites fail on purpose: keep their files apart from the
 # real suites' results of the same kernel.
-[ "$suite" = selftest ] && outdir="$outdir/selftest"
+[ "$suite" = canary ] && outdir="$outdir/canary"
 # Runs against NVIDIA's module keep their own files beside the shim's.
 [ "$p2p" = nvidia ] && outdir="$outdir/nvidia"
 # swiotlb=force (every DMA bounced, the IOMMU off): a missing or wrong sync
@@ -203,6 +205,20 @@ if printf '%s\n' "${suites[@]}" | grep -qx radard; then
 	fi
 fi
 
+# The uapi kselftest (kmod/tests/uapi_test.c), for the uapi suite only: static,
+# against kselftest_harness.h of Debian's kernel source (ensure_kernel_src).
+uapi_bin=''
+if printf '%s\n' "${suites[@]}" | grep -qx uapi; then
+	ksrc=$(ensure_kernel_src)
+	log "building the uapi kselftest (static)"
+	make -C "$top/kmod/tests" KSRC="$ksrc" OUT="$work" >"$work/uapi-test.log" 2>&1 ||
+		{ cat "$work/uapi-test.log" >&2; die "building the uapi kselftest failed"; }
+	uapi_bin="$work/fpga_p2p_uapi_test"
+	if readelf -l "$uapi_bin" 2>/dev/null | grep -q 'interpreter'; then
+		die "$uapi_bin is dynamically linked; the initramfs has no libc"
+	fi
+fi
+
 # --- the initramfs ---------------------------------------------------------------
 root="$work/root"
 mkdir -p "$root/bin" "$root/lib/modules/radar"
@@ -210,6 +226,7 @@ cp /bin/busybox "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
 install -m 0755 "$here/guest-init.sh" "$root/init"
 cp "$suite_bin" "$root/bin/p2p-suite"
+[ -z "$uapi_bin" ] || cp "$uapi_bin" "$root/bin/fpga_p2p_uapi_test"
 if [ -n "$radard_bin" ]; then
 	cp "$radard_bin" "$root/bin/radard"
 	mkdir -p "$root/etc/radard"
@@ -254,7 +271,7 @@ else
 	cmdline+=" intel_iommu=on iommu=nopt"
 fi
 guest_suite=$suite
-[ "$suite" = selftest ] && guest_suite=$(IFS=,; echo "${suites[*]}")
+[ "$suite" = canary ] && guest_suite=$(IFS=,; echo "${suites[*]}")
 cmdline+=" radar.suite=$guest_suite radar.p2p=$p2p"
 # q35 with the emulated IOMMU (DMA and interrupt remapping) first, then the
 # card: every DMA of the card goes through the IOMMU's page tables. The
@@ -352,16 +369,16 @@ else
 fi
 echo "$kernel kernel, suite $suite: results in $outdir/$kernel-*.json"
 cat "$outdir/$name.summary"
-if [ "$suite" = selftest ]; then
+if [ "$suite" = canary ]; then
 	# The suites above were meant to fail; what counts is why.
-	echo "--- self-test: each detector must have fired in its suite"
+	echo "--- canary: each detector must have fired in its suite"
 	st=0
-	python3 "$here/harness.py" selftest --console "$console_log" --results "$results_log" || st=$?
+	python3 "$here/harness.py" canary --console "$console_log" --results "$results_log" || st=$?
 	# And the suites: each fixed defect put back must fail its suite.
-	echo "--- self-test: each defect put back must fail its suite"
+	echo "--- canary: each defect put back must fail its suite"
 	# Without the stand-ins above: the real p2p-suite on the patched module.
 	env -u RADAR_SUITE_BIN -u RADAR_KMOD_DIR \
-		bash "$here/selftest/regressions.sh" --kernel "$kernel" || st=1
+		bash "$here/planted-bugs/regressions.sh" --kernel "$kernel" || st=1
 	exit "$st"
 fi
 exit "$status"

@@ -55,13 +55,12 @@
 /* Slot addresses and sizes must be multiples of this (Tegra nv-p2p). */
 #define FPGA_P2P_SLOT_ALIGN		4096
 
-/* Capabilities (fpga_p2p_info.caps). */
+/* Capabilities (fpga_p2p_info.caps); bits 5-31 are reserved, zero. */
 #define FPGA_P2P_CAP_CAPTURE		(1U << 0)	/* card-to-host stream */
 #define FPGA_P2P_CAP_TRANSMIT		(1U << 1)	/* host-to-card stream */
 #define FPGA_P2P_CAP_TEST_PATTERN	(1U << 2)
 #define FPGA_P2P_CAP_PLAYBACK		(1U << 3)
 #define FPGA_P2P_CAP_CHUNK_EVENTS	(1U << 4)
-#define FPGA_P2P_CAP_MODEL		(1U << 31)	/* software model, not a card */
 
 struct fpga_p2p_info {
 	__u32 uapi_version;		/* FPGA_P2P_UAPI_VERSION */

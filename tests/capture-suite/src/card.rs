@@ -1,4 +1,4 @@
-//! The emulated card's test port: BAR2 of the QEMU model of the FPGA card
+//! The emulated card's test port: BAR2 of the emulated FPGA card in QEMU
 //! (tests/qemu/fpga-card/), which a real card does not have and the driver
 //! never maps. Tests mmap `/sys/bus/pci/devices/<card>/resource2` to inject
 //! faults and read what the card saw. Offsets: `fpga_card_test.h`.
@@ -118,7 +118,7 @@ impl Card {
             .open(path)
             .ctx(&path.display().to_string())?;
         // SAFETY: a shared mapping of a PCI BAR's sysfs resource file of
-        // BAR_LEN bytes (the model's BAR2 size); checked for MAP_FAILED.
+        // BAR_LEN bytes (the emulated card's BAR2 size); checked for MAP_FAILED.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),

@@ -10,7 +10,8 @@ use tegra_p2p::{
     Frame, KmodSource, MemoryKind, RingConfig, RingMemory, SequenceTracker, verify_test_pattern,
 };
 
-/// The one `@@result` line of an invocation.
+/// What an invocation found: its verdict, counts and detail (the figures
+/// line of its KTAP report, [`crate::ktap`]).
 #[derive(Debug, Default, Serialize)]
 pub struct Outcome {
     pub suite: String,

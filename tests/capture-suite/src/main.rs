@@ -1,9 +1,10 @@
 //! `p2p-suite`: the capture-path test programs that run inside QEMU against
-//! the real `fpga_p2p` module (with the FPGA model and the nv-p2p shim),
+//! the real `fpga_p2p` module (on the emulated FPGA card, with the nv-p2p shim),
 //! through `tegra-p2p`'s `KmodSource` and checked ioctl layer.
 //!
-//! Every invocation prints exactly one line `@@result {json}` on stdout and
-//! exits non-zero on failure. Progress goes to stderr.
+//! Every invocation prints one KTAP document on stdout (one test, named
+//! after the suite, with its figures as a JSON diagnostic line: see
+//! [`ktap`]) and exits non-zero on failure. Progress goes to stderr.
 
 mod badinput;
 mod card;
@@ -11,6 +12,7 @@ mod common;
 mod crash;
 mod duplex;
 mod faults;
+mod ktap;
 mod neighbours;
 mod ownership;
 mod revocation;
@@ -183,13 +185,12 @@ fn main() {
 }
 
 fn print_result(out: &Outcome) {
-    let json = serde_json::to_string(out).unwrap_or_else(|e| {
-        format!(
-            "{{\"suite\":\"{}\",\"passed\":false,\"detail\":\"json: {e}\"}}",
-            out.suite
-        )
-    });
-    println!("@@result {json}");
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    // Nothing to report a failed write of the report to: the exit status
+    // still says whether the suite passed.
+    let _ = stdout.write_all(ktap::document(out).as_bytes());
+    let _ = stdout.flush();
 }
 
 fn hold_open(env: &Env, mut out: Outcome) -> ! {

@@ -254,8 +254,8 @@ pub struct Phase {
 pub fn phase(env: &Env, p: &Phase, out: &mut Outcome, label: &str) -> Check<(u64, u64, f64)> {
     let mut src = common::open_source(&env.device, p.slots, p.slot_bytes, p.chunk_bytes)?;
     let c0 = src.counters().ctx("counters")?;
-    // Generous: under TCG with a KASAN kernel a 4 MiB frame takes the model
-    // hundreds of ms; a real stall still fails.
+    // Generous: under TCG with a KASAN kernel a 4 MiB frame takes the
+    // emulated card hundreds of ms; a real stall still fails.
     let mut sp = StartParams::test_pattern().with_event_timeout(Duration::from_secs(5));
     if p.period_ns > 0 {
         sp = sp.with_chunk_period(Duration::from_nanos(p.period_ns));

@@ -3,7 +3,7 @@
  *
  * The card is an AMD/Xilinx XDMA (PG195) with one H2C and one C2H
  * AXI4-Stream channel plus the project's user block; the register map is
- * kmod/fpga_p2p_regs.h, described in board/fpga/registers.md. This model
+ * kmod/fpga_p2p_regs.h, described in board/fpga/registers.md. This device
  * gives the driver the card's PCI function: vendor/device ID, BAR0 (user
  * block), BAR1 (XDMA), MSI-X (vector 0, BAR4) with INTx as the fallback,
  * and bus-master DMA. Every descriptor fetch, writeback record and data
@@ -11,7 +11,7 @@
  * IOMMU when there is one: a DMA to an address the driver has not mapped
  * (or no longer maps) fails here and faults in the guest's IOMMU.
  *
- * BAR2 is a test port that exists only in this model (the driver never
+ * BAR2 is a test port that exists only on the emulated card (the driver never
  * maps it; tests mmap /sys/bus/pci/devices/.../resource2): fault
  * injection (dropped, short and corrupted frames, descriptor errors, lost
  * interrupts, a C2H engine that never goes idle, all-ones register reads
@@ -23,7 +23,7 @@
  * whether its engines, source and bus mastering were still on. A driver's
  * .shutdown must have stopped them; the tests' shutdown suite reads it.
  *
- * All of the model runs under the BQL: MMIO handlers and the two channel
+ * All of the emulated card runs under the BQL: MMIO handlers and the two channel
  * timers (QEMU_CLOCK_VIRTUAL) never run concurrently.
  *
  * This file is QEMU code (QEMU's coding style), built into a QEMU binary by
@@ -60,7 +60,7 @@ OBJECT_DECLARE_SIMPLE_TYPE(FpgaCard, FPGA_CARD)
 #define FC_PB_FRAME_BYTES       (4 * MiB)
 #define FC_MAX_FRAME_BYTES      (64 * MiB)
 #define FC_XDMA_VERSION         0x06
-/* The model resynchronises its clock rather than lag more than this. */
+/* The card resynchronises its clock rather than lag more than this. */
 #define FC_MAX_LAG_NS           (100 * 1000 * 1000LL)
 /* Bytes one step moves at most (one DMA write or read). */
 #define FC_STEP_BYTES           (64 * KiB)
@@ -694,8 +694,7 @@ static uint32_t fc_user_read(FpgaCard *s, uint32_t off)
     case FP_UB_VERSION:
         return FP_UB_VERSION_VALUE;
     case FP_UB_CAPS:
-        return FP_UB_CAP_ADC | FP_UB_CAP_TEST_PATTERN | FP_UB_CAP_PLAYBACK |
-               FP_UB_CAP_MODEL;
+        return FP_UB_CAP_ADC | FP_UB_CAP_TEST_PATTERN | FP_UB_CAP_PLAYBACK;
     case FP_UB_SCRATCH:
         return s->scratch;
     case FP_UB_META_DEPTH:
@@ -845,7 +844,7 @@ static uint32_t fc_pattern(uint64_t seq, uint32_t w, uint32_t chunk_words)
     }
 }
 
-/* Noise of the model's "ADC" (no front end): a hash of frame and word. */
+/* Noise of the emulated "ADC" (no front end): a hash of frame and word. */
 static uint32_t fc_noise(uint64_t seq, uint32_t w)
 {
     uint64_t x = seq * 0x9E3779B97F4A7C15ULL + w;
@@ -918,7 +917,7 @@ static int64_t fc_frame_ns(FpgaCard *s)
 /*
  * Frames that start while no slot is free are dropped whole. Without
  * credits every frame due up to now is dropped at once, so that a stalled
- * application costs the model no time.
+ * application costs the emulated card no time.
  */
 static void fc_drop_due(FpgaCard *s, int64_t now)
 {

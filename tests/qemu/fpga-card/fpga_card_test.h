@@ -1,6 +1,6 @@
 /*
- * The emulated card's test port (BAR2): exists only in the QEMU model of the
- * radar FPGA card (fpga_card.c), never on a real card, and the driver never
+ * The emulated card's test port (BAR2): exists only on the emulated radar
+ * FPGA card in QEMU (fpga_card.c), never on a real card, and the driver never
  * maps it. Tests in the guest mmap /sys/bus/pci/devices/<card>/resource2.
  * The same offsets are in tests/capture-suite/src/card.rs.
  *

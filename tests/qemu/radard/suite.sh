@@ -19,7 +19,8 @@
 # The harness then unloads the modules (nothing may hold them) and counts
 # kernel reports on the console (lockdep, KASAN, DMA-API, kmemleak).
 #
-# Prints one "@@result {json}" line; logs on stderr.
+# Prints its KTAP report on stdout (one test, "radard", with a figures
+# line); logs on stderr.
 D=${RADARD_SUITE_DIR:-/etc/radard}
 OUT=/tmp/radard-suite
 FRAMES=${RADARD_SUITE_FRAMES:-100}
@@ -76,7 +77,7 @@ run_ok() { # NAME RC LOG
 # to $OUT/last.record.
 fpga_records() {
 	p2p-suite card-detections --out "$OUT/last.record" 2>/dev/null |
-		sed -n 's/^@@result .*"detection_records":\([0-9]*\).*/\1/p'
+		sed -n 's/^# figures: .*"detection_records":\([0-9]*\).*/\1/p'
 }
 
 # The fpga sink's records against the jsonl sink's lines of the run.
@@ -222,5 +223,10 @@ ok=true
 [ -n "$fail" ] && ok=false
 detail=${fail:-$details}
 detail=$(printf '%s' "$detail" | tr '\n"\\' '   ' | cut -c1-600)
-echo "@@result {\"suite\":\"radard\",\"passed\":$ok,\"frames_verified\":$frames_verified,\"revocations\":$revocations,\"kill_cycles\":$kill_cycles,\"detail\":\"$detail\"}"
+# The KTAP report, shaped like p2p-suite's (one test named after the suite).
+echo "KTAP version 1"
+echo "1..1"
+echo "# radard: $detail"
+echo "# figures: {\"suite\":\"radard\",\"passed\":$ok,\"frames_verified\":$frames_verified,\"revocations\":$revocations,\"kill_cycles\":$kill_cycles,\"detail\":\"$detail\"}"
+if [ "$ok" = true ]; then echo "ok 1 radard"; else echo "not ok 1 radard"; fi
 [ "$ok" = true ]

@@ -1,6 +1,6 @@
 /*
  * The two macros of the kernel's <linux/bits.h> that kmod/fpga_p2p_regs.h
- * uses, so the QEMU model of the card builds with the driver's own register
+ * uses, so the emulated card builds with the driver's own register
  * header. SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef FPGA_CARD_COMPAT_LINUX_BITS_H

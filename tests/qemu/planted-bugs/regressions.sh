@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Self-test of the suites: each patch in regressions/ puts one fixed defect
+# Canary for the suites: each patch in regressions/ puts one fixed defect
 # back into a copy of kmod/ (its header names the suite that must catch it
 # and the nv-p2p module to run on, and an optional "kernel:" line the kernel
 # it needs, which then overrides --kernel); the suite must then fail. A suite that
 # passes with the defect back cannot tell the fixed driver from the broken
 # one, and this script fails.
 #
-#   bash tests/qemu/selftest/regressions.sh --kernel debian|debug [NAME...]
+#   bash tests/qemu/planted-bugs/regressions.sh --kernel debian|debug [NAME...]
 #
-# Results under target/qemu/selftest/regressions/<name>/; last line
+# Results under target/qemu/canary/regressions/<name>/; last line
 # "N caught, N missed".
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,7 +43,7 @@ for name in "${names[@]}"; do
 	pkernel=$(sed -n 's/^kernel: //p' "$patchf" | head -n 1)
 	pkernel=${pkernel:-$kernel}
 	case $pkernel in debian | debug) ;; *) die "$patchf: kernel '$pkernel' is not debian or debug" ;; esac
-	out="$top/target/qemu/selftest/regressions/$name"
+	out="$top/target/qemu/canary/regressions/$name"
 	rm -rf "$out"
 	mkdir -p "$out"
 	cp -a "$top/kmod" "$out/kmod"

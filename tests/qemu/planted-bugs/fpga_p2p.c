@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Harness self-test stand-in for fpga_p2p: a deliberately broken module.
+ * Detector canary, stand-in for fpga_p2p: a deliberately broken module.
  * Writing a bug name to /sys/module/fpga_p2p/parameters/bug and then reading
- * /dev/fpga-p2p0 commits that bug, so that tests/qemu/run.sh --selftest can
+ * /dev/fpga-p2p0 commits that bug, so that tests/qemu/run.sh --canary can
  * prove that each of the debug kernel's detectors fires and is counted.
  */
 #include <linux/delay.h>
@@ -14,7 +14,7 @@
 #include <linux/platform_device.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
-#include "selftest.h"
+#include "canary.h"
 
 static char bug[16];
 module_param_string(bug, bug, sizeof(bug), 0644);
@@ -79,7 +79,7 @@ static noinline void bug_dma(void)
 	kfree(buf);
 }
 
-static ssize_t selftest_read(struct file *file, char __user *ubuf, size_t len,
+static ssize_t canary_read(struct file *file, char __user *ubuf, size_t len,
 			     loff_t *pos)
 {
 	if (sysfs_streq(bug, "abba"))
@@ -97,41 +97,41 @@ static ssize_t selftest_read(struct file *file, char __user *ubuf, size_t len,
 	return 0;
 }
 
-static const struct file_operations selftest_fops = {
+static const struct file_operations canary_fops = {
 	.owner = THIS_MODULE,
-	.read = selftest_read,
+	.read = canary_read,
 };
 
-static struct miscdevice selftest_misc = {
+static struct miscdevice canary_misc = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = "fpga-p2p0",
-	.fops = &selftest_fops,
+	.fops = &canary_fops,
 };
 
-static int __init selftest_init(void)
+static int __init canary_init(void)
 {
 	int ret;
 
-	if (selftest_shim_ping() != 42)
+	if (canary_shim_ping() != 42)
 		return -EINVAL;
-	pdev = platform_device_register_simple("fpga_p2p_selftest", -1, NULL, 0);
+	pdev = platform_device_register_simple("fpga_p2p_canary", -1, NULL, 0);
 	if (IS_ERR(pdev))
 		return PTR_ERR(pdev);
 	ret = dma_coerce_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
 	if (!ret)
-		ret = misc_register(&selftest_misc);
+		ret = misc_register(&canary_misc);
 	if (ret)
 		platform_device_unregister(pdev);
 	return ret;
 }
 
-static void __exit selftest_exit(void)
+static void __exit canary_exit(void)
 {
-	misc_deregister(&selftest_misc);
+	misc_deregister(&canary_misc);
 	platform_device_unregister(pdev);
 }
 
-module_init(selftest_init);
-module_exit(selftest_exit);
+module_init(canary_init);
+module_exit(canary_exit);
 MODULE_LICENSE("GPL");
-MODULE_DESCRIPTION("QEMU harness self-test: a deliberately broken fpga_p2p");
+MODULE_DESCRIPTION("QEMU harness detector canary: a deliberately broken fpga_p2p");
