@@ -719,7 +719,7 @@ impl Producer {
                 continue;
             };
             let short = every(self.faults.short_every, seq);
-            // Same lengths and positions as the kernel's FPGA model.
+            // Same lengths and positions as the emulated card's short frames.
             let bytes = if short {
                 ((slot_bytes / 2) & !3).max(4)
             } else {
