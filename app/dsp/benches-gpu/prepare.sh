@@ -35,7 +35,7 @@ cp target/release/radard "$DEST/radard"
 cp "$(exe hot_loop_alloc test radard)" "$DEST/radard_hot_loop_alloc"
 cp "$(exe loop_floor bench radard bench)" "$DEST/loop_floor"
 strip "$DEST/radar-dsp" "$DEST/cuda_matches_cpu" "$DEST/radar_dsp_unit" "$DEST/radard" "$DEST/radard_hot_loop_alloc" "$DEST/loop_floor"
-cp "$(dirname "$0")/run.sh" "$(dirname "$0")/culibs.sh" "$(dirname "$0")/ncu_table.py" "$(dirname "$0")/tail.py" "$(dirname "$0")/correlate.py" "$DEST/"
+cp "$(dirname "$0")/run.sh" "$(dirname "$0")/culibs.sh" "$(dirname "$0")/ncu_table.py" "$(dirname "$0")/correlate.py" "$DEST/"
 cp tests/radard_targets.py "$DEST/"
 # radard's own GPU-machine runs (8 ms and 1 ms frames): DEST/gpu-run.sh.
 cp app/radard/gpu-run.sh app/radard/gpu-variants.sh app/radard/gpu-run.toml "$DEST/"

@@ -135,7 +135,7 @@ print(f'{sys.argv[2]:<24} {g["p50_us"]:6.2f} {g["p99_us"]:6.2f} | {gg:6.2f} | {e
 EOF
 done
 for n in "${names[@]}"; do
-  echo "$n: $(python3 "$B/tail.py" "$LOG/bench-$n.json" 2>/dev/null | tr '\n' ';')"
+  echo "$n: $("$B/radar-dsp" tail "$LOG/bench-$n.json" 2>/dev/null | tr '\n' ';')"
   [ -s "$LOG/smi.csv" ] && python3 "$B/correlate.py" "$LOG/bench-$n.json" "$LOG/smi.csv"
 done
 } | tee "$LOG/summary.txt"

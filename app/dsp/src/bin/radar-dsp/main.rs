@@ -6,12 +6,14 @@
 //! radar-dsp detect --input f.raw [--output d.jsonl] [--backend auto|cuda|cpu] [--config chain.toml]
 //! radar-dsp bench  [--backend cuda|cpu|auto] [--config chain.toml] [--frames N] [--slots N]
 //!                  [--period-us 8000 [--wake-us 300]] [--samples] [--json out.json]
+//! radar-dsp tail   out.json [--threshold-us 150] [--gap 50]
 //! ```
 
 mod bench;
 mod detect;
 mod files;
 mod scene;
+mod tail;
 
 use std::process::ExitCode;
 
@@ -35,6 +37,8 @@ enum Command {
     Detect(detect::Args),
     /// Latency and throughput of a backend on generated frames (table, JSON).
     Bench(bench::Args),
+    /// Where the slow frames of a `bench --samples` report are (stretches, p99.9 without them).
+    Tail(tail::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
         Command::Scene(a) => scene::run(a),
         Command::Detect(a) => detect::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Tail(a) => tail::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
