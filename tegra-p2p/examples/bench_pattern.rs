@@ -7,44 +7,42 @@
 
 use std::time::{Duration, Instant};
 
+use radar_stats::Percentiles;
 use tegra_p2p::*;
 
 struct Stats {
     name: String,
     bytes: usize,
-    ns: Vec<u64>,
+    /// Nearest-rank figures (radar_stats, the project's one rule) in ns.
+    pct: Percentiles<u64>,
+    mean_ns: f64,
 }
 
 impl Stats {
-    fn pct(&self, p: f64) -> u64 {
-        let mut v = self.ns.clone();
-        v.sort_unstable();
-        v[((v.len() - 1) as f64 * p).round() as usize]
-    }
     fn json(&self) -> String {
-        let mean = self.ns.iter().sum::<u64>() as f64 / self.ns.len() as f64;
+        let p = &self.pct;
         format!(
             "{{\"name\":\"{}\",\"bytes\":{},\"iterations\":{},\"p50_ns\":{},\"p99_ns\":{},\"p999_ns\":{},\"max_ns\":{},\"throughput_gib_s\":{:.3}}}",
             self.name,
             self.bytes,
-            self.ns.len(),
-            self.pct(0.5),
-            self.pct(0.99),
-            self.pct(0.999),
-            self.pct(1.0),
-            self.bytes as f64 / mean / 1.073_741_824
+            p.samples,
+            p.p50,
+            p.p99,
+            p.p999,
+            p.max,
+            self.bytes as f64 / self.mean_ns / 1.073_741_824
         )
     }
     fn print(&self) {
-        let mean = self.ns.iter().sum::<u64>() as f64 / self.ns.len() as f64;
+        let p = &self.pct;
         println!(
             "{:<28} p50 {:>9} ns  p99 {:>9} ns  p99.9 {:>9} ns  max {:>9} ns  {:>7.2} GiB/s",
             self.name,
-            self.pct(0.5),
-            self.pct(0.99),
-            self.pct(0.999),
-            self.pct(1.0),
-            self.bytes as f64 / mean / 1.073_741_824
+            p.p50,
+            p.p99,
+            p.p999,
+            p.max,
+            self.bytes as f64 / self.mean_ns / 1.073_741_824
         );
     }
 }
@@ -53,17 +51,20 @@ fn time(name: &str, bytes: usize, iters: usize, mut f: impl FnMut(usize)) -> Sta
     for i in 0..iters.min(10) {
         f(i);
     }
-    let ns = (0..iters)
+    let mut ns: Vec<u64> = (0..iters)
         .map(|i| {
             let t = Instant::now();
             f(i);
             t.elapsed().as_nanos() as u64
         })
         .collect();
+    ns.sort_unstable();
+    let mean_ns = ns.iter().sum::<u64>() as f64 / ns.len().max(1) as f64;
     Stats {
         name: name.into(),
         bytes,
-        ns,
+        pct: Percentiles::of_sorted(&ns).unwrap_or_default(),
+        mean_ns,
     }
 }
 
