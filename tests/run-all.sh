@@ -40,6 +40,8 @@ step rust:clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 # The chain's library as radard links it: without the benchmarks' 'instrument'
 # feature (the workspace build above turns it on for the radar-dsp tool).
 step rust:clippy:lib cargo clippy -p radar-dsp --lib --no-default-features --locked -- -D warnings
+# No import cycles between the modules of any crate.
+step rust:cycles bash tests/module-cycles.sh
 # --show-output: the figures the tests print (detection rates, errors) and
 # their "skipped: no CUDA" lines appear in the log, not only on failure.
 step rust:test cargo test --workspace --release --locked --no-fail-fast -- --show-output
