@@ -122,19 +122,7 @@ pub fn decode(b: &[u8]) -> Result<DetectionsRecord, RecordError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn det(i: u32) -> Detection {
-        Detection {
-            range_bin: i,
-            doppler_bin: 2 * i,
-            range_m: i as f32 * 0.5,
-            velocity_mps: -(i as f32),
-            azimuth_deg: 3.0,
-            snr_db: 20.0,
-            power_db: 90.0,
-            ..Detection::default()
-        }
-    }
+    use crate::sinks::test_detection as det;
 
     #[test]
     fn records_round_trip_and_bad_ones_say_why() {

@@ -158,19 +158,7 @@ impl DetectionFeed {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn det(i: u32) -> Detection {
-        Detection {
-            range_bin: i,
-            doppler_bin: 2 * i,
-            range_m: i as f32 * 0.5,
-            velocity_mps: -(i as f32),
-            azimuth_deg: 3.0,
-            snr_db: 20.0,
-            power_db: 90.0,
-            ..Detection::default()
-        }
-    }
+    use crate::sinks::test_detection as det;
 
     #[test]
     fn the_feed_hands_every_reader_every_frame_or_counts_it_lost() {

@@ -264,6 +264,21 @@ fn line_of(rec: &FrameDetections, n: usize, out: &mut Vec<u8>) {
     .write_to(out);
 }
 
+/// A detection whose fields all differ with `i`, for the sinks' tests.
+#[cfg(test)]
+pub(crate) fn test_detection(i: u32) -> radar_dsp::Detection {
+    radar_dsp::Detection {
+        range_bin: i,
+        doppler_bin: 2 * i,
+        range_m: i as f32 * 0.5,
+        velocity_mps: -(i as f32),
+        azimuth_deg: 3.0,
+        snr_db: 20.0,
+        power_db: 90.0,
+        ..radar_dsp::Detection::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
