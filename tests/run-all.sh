@@ -80,9 +80,9 @@ step board:gpio bash tests/board/qemu-board.sh --test gpio
 
 echo
 echo "Summary ($top)"
-printf '  %-14s %-9s %6s\n' step result seconds
+printf '  %-20s %-9s %6s\n' step result seconds
 for i in "${!names[@]}"; do
-	printf '  %-14s %-9s %6s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
+	printf '  %-20s %-9s %6s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
 done
 [ "$failed" -eq 0 ] && echo "all steps passed" || echo "SOME STEPS FAILED"
 exit "$failed"
