@@ -449,18 +449,16 @@ impl KmodSource {
                         Errno::EPROTO,
                     ));
                 }
-                let offset = ev.chunk as usize * self.chunk_bytes;
-                let base = self.ring.slot_ptr(ev.slot).unwrap_or(std::ptr::null_mut());
-                Ok(Event::Chunk(ChunkEvent {
-                    slot: ev.slot,
-                    chunk: ev.chunk,
-                    offset,
-                    host_ptr: base.wrapping_add(offset),
-                    device_ptr: self
-                        .ring
-                        .slot_device_ptr(ev.slot)
-                        .map(|d| d + offset as u64),
-                }))
+                // SAFETY: slot and chunk were checked above; the module
+                // reports a chunk once the card's DMA wrote it, the card
+                // writes a slot's chunks in order, and the slot is the
+                // engine's until its frame is delivered and released.
+                unsafe { ChunkEvent::new(&self.ring, ev.slot, ev.chunk, self.chunk_bytes) }
+                    .map(Event::Chunk)
+                    .ok_or_else(|| {
+                        self.dev
+                            .err("WAIT (chunk event outside the ring)", Errno::EPROTO)
+                    })
             }
             FPGA_P2P_EV_TX_DONE => {
                 if let Some(tx) = self.tx.as_ref().filter(|_| ev.slot < 64) {

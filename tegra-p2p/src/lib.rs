@@ -38,7 +38,7 @@ pub use error::{Error, Result};
 pub use kmod::KmodSource;
 pub use pattern::{Mismatch, SequenceTracker, check_crc, crc32, verify_test_pattern};
 pub use ring::{MemoryKind, RingConfig, RingMemory};
-pub use sim::{SimConfig, SimFaults, SimPacing, SimSource};
+pub use sim::{ProducerScheduling, SimConfig, SimFaults, SimPacing, SimSource};
 pub use source::{
     ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SourceMode, StartParams, TxTarget,
 };

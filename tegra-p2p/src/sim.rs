@@ -82,6 +82,13 @@ pub struct SimConfig {
     /// come late on a loaded or virtual machine; spinning the last stretch
     /// keeps the chunk cadence as exact as the FPGA's, at the cost of a CPU.
     pub spin_before: Duration,
+    /// SCHED_FIFO priority for the producer thread; None: it keeps what it
+    /// inherits from the thread that starts the stream. The FPGA it stands
+    /// for needs no CPU, so an application whose own threads are real-time
+    /// puts the producer above them: otherwise, on a machine with fewer
+    /// cores than busy real-time threads, chunks wait for a CPU and every
+    /// frame arrives late through no fault of the application's.
+    pub producer_priority: Option<i32>,
 }
 
 impl Default for SimConfig {
@@ -92,6 +99,7 @@ impl Default for SimConfig {
             max_playback_frames: 64,
             max_tx_bytes: DEFAULT_SLOT_BYTES,
             spin_before: Duration::ZERO,
+            producer_priority: None,
         }
     }
 }
@@ -163,6 +171,31 @@ enum RunState {
     Fault(u32),
 }
 
+/// The producer thread's scheduling at the last start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProducerScheduling {
+    /// Not started yet, or no priority asked for: it runs as its starter did.
+    Inherited,
+    /// SCHED_FIFO at this priority.
+    Fifo(i32),
+    /// The priority asked for was refused (errno); it runs as its starter did.
+    Refused { priority: i32, errno: i32 },
+}
+
+impl std::fmt::Display for ProducerScheduling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Inherited => write!(f, "the starting thread's scheduling"),
+            Self::Fifo(p) => write!(f, "SCHED_FIFO priority {p}"),
+            Self::Refused { priority, errno } => write!(
+                f,
+                "SCHED_FIFO priority {priority} refused ({}); the starting thread's scheduling",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+        }
+    }
+}
+
 /// What the simulated FPGA received on its transmit channel, per target.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TxRecord {
@@ -180,6 +213,7 @@ pub struct SimSource {
     cfg: SimConfig,
     name: Arc<str>,
     producer: Option<JoinHandle<()>>,
+    scheduling: Cell<ProducerScheduling>,
     state: Cell<RunState>,
     timeout: Cell<Duration>,
     playback: RefCell<Vec<Option<Arc<[u8]>>>>,
@@ -237,6 +271,7 @@ impl SimSource {
             cfg,
             name: Arc::from("sim"),
             producer: None,
+            scheduling: Cell::new(ProducerScheduling::Inherited),
             state: Cell::new(RunState::Idle),
             timeout: Cell::new(Duration::from_secs(1)),
             playback: RefCell::new(playback),
@@ -248,6 +283,17 @@ impl SimSource {
     /// The configuration it runs with.
     pub fn config(&self) -> &SimConfig {
         &self.cfg
+    }
+
+    /// Sets the producer thread's SCHED_FIFO priority for the next start
+    /// (see [`SimConfig::producer_priority`]).
+    pub fn set_producer_priority(&mut self, priority: Option<i32>) {
+        self.cfg.producer_priority = priority;
+    }
+
+    /// The producer thread's scheduling at the last start.
+    pub fn producer_scheduling(&self) -> ProducerScheduling {
+        self.scheduling.get()
     }
 
     /// How well the simulator has kept its chunk cadence since it was made.
@@ -432,6 +478,10 @@ impl FrameSource for SimSource {
                 op: "spawn simulator thread",
                 reason: e.to_string(),
             })?;
+        self.scheduling.set(match self.cfg.producer_priority {
+            None => ProducerScheduling::Inherited,
+            Some(priority) => set_fifo(&h, priority),
+        });
         self.producer = Some(h);
         self.timeout.set(params.event_timeout);
         self.state.set(RunState::Streaming);
@@ -495,16 +545,17 @@ impl FrameSource for SimSource {
         match ev.type_ {
             uapi::FPGA_P2P_EV_FRAME => Ok(Event::Frame(self.frame_from(&ev))),
             uapi::FPGA_P2P_EV_CHUNK => {
-                let ring = &self.shared.ring;
-                let offset = ev.chunk as usize * self.cfg.chunk_bytes;
-                let base = ring.slot_ptr(ev.slot).unwrap_or(std::ptr::null_mut());
-                Ok(Event::Chunk(ChunkEvent {
-                    slot: ev.slot,
-                    chunk: ev.chunk,
-                    offset,
-                    host_ptr: base.wrapping_add(offset),
-                    device_ptr: ring.slot_device_ptr(ev.slot).map(|d| d + offset as u64),
-                }))
+                // SAFETY: the producer publishes a chunk's event after writing
+                // it, writes a slot's chunks in order, and takes the slot
+                // again only once the application released its frame.
+                unsafe {
+                    ChunkEvent::new(&self.shared.ring, ev.slot, ev.chunk, self.cfg.chunk_bytes)
+                }
+                .map(Event::Chunk)
+                .ok_or_else(|| Error::InvalidArgument {
+                    what: "chunk event",
+                    reason: format!("slot {} chunk {} is outside the ring", ev.slot, ev.chunk),
+                })
             }
             uapi::FPGA_P2P_EV_REVOKED => {
                 self.state.set(RunState::Revoked);
@@ -569,6 +620,26 @@ impl FrameSource for SimSource {
         self.tx_done.borrow_mut().push_back(cookie);
         inc(&self.shared.counters.tx_completed);
         Ok(())
+    }
+}
+
+/// SCHED_FIFO at `priority` for the thread behind `h` (best effort).
+fn set_fifo(h: &JoinHandle<()>, priority: i32) -> ProducerScheduling {
+    use std::os::unix::thread::JoinHandleExt;
+    // SAFETY: sched_param is plain integers, all-zero is valid (musl's has
+    // more fields than glibc's, so no struct literal).
+    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+    param.sched_priority = priority;
+    // SAFETY: the handle is held, so its thread is not joined and its
+    // pthread_t is valid; param lives for the call.
+    let rc = unsafe { libc::pthread_setschedparam(h.as_pthread_t(), libc::SCHED_FIFO, &param) };
+    if rc == 0 {
+        ProducerScheduling::Fifo(priority)
+    } else {
+        ProducerScheduling::Refused {
+            priority,
+            errno: rc,
+        }
     }
 }
 

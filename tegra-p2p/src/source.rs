@@ -127,23 +127,73 @@ impl FrameMeta {
 }
 
 /// A chunk of the frame being captured landed (chunk-streamed mode). The
-/// chunk's bytes stay valid until that frame's slot is released; they are
-/// exposed as addresses, since the frame itself is not delivered yet.
+/// chunk's bytes, and those of the chunks before it in the slot, stay
+/// unwritten until that frame's slot is released: chunks land in order, and
+/// the engine writes a slot once per capture.
 ///
 /// The chunk belongs to the next [`Event::Frame`] of its slot: events come
 /// in order, and a frame's chunk events come after the previous frame's
 /// event. There is no sequence number: the card reports a frame's sequence
 /// (with its CRC and drop count) only when the frame completes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChunkEvent {
+pub struct ChunkEvent<'a> {
     pub slot: u32,
     pub chunk: u32,
     /// Byte offset of the chunk in the slot.
     pub offset: usize,
-    /// Host address of the chunk.
-    pub host_ptr: *const u8,
     /// Device address of the chunk (CUDA memory only).
     pub device_ptr: Option<u64>,
+    /// The slot's bytes from its start through the end of the chunk.
+    landed: &'a [u8],
+}
+
+impl<'a> ChunkEvent<'a> {
+    /// Chunk `chunk` (of `chunk_bytes`) of `slot` of `ring`; None when the
+    /// slot or the chunk is outside the ring.
+    ///
+    /// # Safety
+    /// Chunks `0..=chunk` of `slot` must have landed, and stay unwritten
+    /// while the event (and the slices it hands out) is used: until the
+    /// frame they belong to is released, or the stream stops.
+    pub unsafe fn new(
+        ring: &'a RingMemory,
+        slot: u32,
+        chunk: u32,
+        chunk_bytes: usize,
+    ) -> Option<Self> {
+        let offset = (chunk as usize).checked_mul(chunk_bytes)?;
+        let end = offset.checked_add(chunk_bytes)?;
+        if chunk_bytes == 0 || end > ring.slot_bytes() {
+            return None;
+        }
+        let base = ring.slot_ptr(slot)?;
+        // SAFETY: the range lies inside the slot (checked above), and the
+        // caller guarantees it is written and stays unwritten meanwhile.
+        let landed = unsafe { std::slice::from_raw_parts(base.cast_const(), end) };
+        Some(Self {
+            slot,
+            chunk,
+            offset,
+            device_ptr: ring.slot_device_ptr(slot).map(|d| d + offset as u64),
+            landed,
+        })
+    }
+
+    /// The chunk's bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        &self.landed[self.offset..]
+    }
+
+    /// The slot's bytes from its start through the end of the chunk: every
+    /// chunk of the frame landed so far.
+    pub fn landed(&self) -> &'a [u8] {
+        self.landed
+    }
+
+    /// Host address of the chunk.
+    pub fn host_ptr(&self) -> *const u8 {
+        self.bytes().as_ptr()
+    }
 }
 
 /// One event of a source.
@@ -152,7 +202,7 @@ pub enum Event<'a> {
     /// A frame is complete; its slot is the application's until released.
     Frame(Frame<'a>),
     /// A chunk landed.
-    Chunk(ChunkEvent),
+    Chunk(ChunkEvent<'a>),
     /// A transmit buffer was consumed; its slot is free again. `failed`: the
     /// FPGA did not take it (`FPGA_P2P_EVF_TX_ERROR`).
     TxDone {

@@ -513,9 +513,10 @@ fn chunk_events_precede_their_frame() {
                     assert_eq!(Some(c.slot), cur_slot, "a frame's chunks share a slot");
                 }
                 assert_eq!(c.offset, c.chunk as usize * CHUNK);
-                // SAFETY: the chunk landed; the engine writes later chunks only.
-                let bytes = unsafe { std::slice::from_raw_parts(c.host_ptr, CHUNK) };
-                landed[c.offset..c.offset + CHUNK].copy_from_slice(bytes);
+                assert_eq!(c.bytes().len(), CHUNK);
+                assert_eq!(c.landed().len(), c.offset + CHUNK);
+                assert_eq!(c.host_ptr(), c.landed()[c.offset..].as_ptr());
+                landed[c.offset..c.offset + CHUNK].copy_from_slice(c.bytes());
                 next_chunk += 1;
             }
             Event::Frame(f) => {

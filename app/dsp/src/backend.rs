@@ -52,14 +52,21 @@ pub trait Backend {
         false
     }
 
-    /// Chunk `chunk` of `frame` has landed in its prepared slot while the
-    /// rest of the frame is still being captured. The backend may start the
-    /// work that needs only those bytes (it must not wait for it: this runs
-    /// in the frame loop between events); [`Self::process`] of the same
-    /// `SlotFrame` then does only what is left. Chunks of a frame that is
-    /// never processed are simply superseded by the next frame's. Backends
-    /// that process whole frames ignore it.
-    fn chunk_landed(&mut self, _frame: SlotFrame, _chunk: usize) -> Result<(), DspError> {
+    /// Chunk `chunk` of `frame` has landed in its slot while the rest of
+    /// the frame is still being captured; `landed` is the slot's bytes from
+    /// its start through the end of that chunk (chunks land in order). The
+    /// backend may start the work that needs only those bytes (a GPU
+    /// backend must not wait for it; a CPU backend does it here, between
+    /// events); [`Self::process`] of the same `SlotFrame` then does only
+    /// what is left. Chunks of a frame that is never processed are simply
+    /// superseded by the next frame's. Backends that process whole frames
+    /// ignore it.
+    fn chunk_landed(
+        &mut self,
+        _frame: SlotFrame,
+        _chunk: usize,
+        _landed: &[u8],
+    ) -> Result<(), DspError> {
         Ok(())
     }
 

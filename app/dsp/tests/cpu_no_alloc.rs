@@ -7,7 +7,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use radar_dsp::scene::{Scene, SceneGenerator, Target};
-use radar_dsp::{Backend, ChainConfig, CpuBackend, Detections, FrameInput};
+use radar_dsp::{Backend, ChainConfig, CpuBackend, Detections, FrameInput, SlotFrame};
 
 struct Counting;
 
@@ -87,8 +87,44 @@ fn process_does_not_allocate_after_the_first_frame() {
         cut += dets.cut;
     }
     let after = ALLOCATIONS.load(Ordering::SeqCst);
-    // Printing allocates: only after the count is read.
+
+    // Chunk-streamed: rows transformed as the chunks land, on the calling
+    // thread and handed to the worker, then the rest of the frame.
+    let chunks = cfg.geometry.chunks_per_frame;
+    let cb = cfg.geometry.frame_bytes() / chunks;
+    let streamed = |backend: &mut CpuBackend, dets: &mut Detections, k: usize| {
+        let f = &frames[k % frames.len()];
+        let slot = SlotFrame {
+            index: k % 4,
+            capture: k as u64,
+        };
+        for c in 0..chunks {
+            backend.chunk_landed(slot, c, &f[..(c + 1) * cb]).unwrap();
+        }
+        backend
+            .process(
+                FrameInput {
+                    bytes: f,
+                    slot: Some(slot),
+                },
+                dets,
+            )
+            .unwrap();
+    };
+    streamed(&mut backend, &mut dets, 0);
+    let streamed_before = ALLOCATIONS.load(Ordering::SeqCst);
+    for k in 1..13 {
+        streamed(&mut backend, &mut dets, k);
+    }
+    let streamed_after = ALLOCATIONS.load(Ordering::SeqCst);
+    // Printing allocates: only after the counts are read.
     println!("allocations per frame after the first: {per:?}");
     assert_eq!(after - before, 0, "allocations in 12 frames");
     assert!(cut > 0 && dets.list.len() == 3, "the cap path ran");
+    assert_eq!(
+        streamed_after - streamed_before,
+        0,
+        "allocations in 12 chunk-streamed frames"
+    );
+    assert_eq!(backend.frames_streamed(), 13);
 }

@@ -687,7 +687,8 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
                 for c in 0..chunks {
                     ring[s].as_mut_slice()[c * cb..(c + 1) * cb]
                         .copy_from_slice(&other[c * cb..(c + 1) * cb]);
-                    gpu.chunk_landed(abandoned, c).expect("chunk");
+                    gpu.chunk_landed(abandoned, c, &ring[s].as_slice()[..(c + 1) * cb])
+                        .expect("chunk");
                     gpu.synchronize().expect("chunk work done");
                 }
             }
@@ -701,7 +702,8 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
                     Landing::None | Landing::AfterAnAbandonedFrame => 0,
                 };
                 for _ in 0..times {
-                    gpu.chunk_landed(this, c).expect("chunk");
+                    gpu.chunk_landed(this, c, &ring[s].as_slice()[..(c + 1) * cb])
+                        .expect("chunk");
                     // Its work done before the next chunk's bytes arrive: a
                     // graph that read past its chunk would read the older
                     // frame's bytes, not (by luck of timing) this one's.
@@ -778,7 +780,8 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
                 capture: 10_000 + k,
             };
             for c in 0..chunks {
-                gpu.chunk_landed(this, c).expect("chunk");
+                gpu.chunk_landed(this, c, &ring[s].as_slice()[..(c + 1) * cb])
+                    .expect("chunk");
             }
             gpu.process(
                 FrameInput {
@@ -802,6 +805,7 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
                 capture: 1,
             },
             chunks,
+            &[],
         );
         assert!(
             matches!(&bad_chunk, Err(DspError::Backend(m)) if m.contains("chunks")),
@@ -813,6 +817,7 @@ fn chunk_streamed_frames_match_the_cpu_reference() {
                 capture: 1,
             },
             0,
+            &[],
         );
         assert!(
             matches!(&bad_slot, Err(DspError::Backend(m)) if m.contains("not prepared")),

@@ -250,6 +250,7 @@ fn run_frames(case: &Case, seconds: f64, cpu: Option<usize>) -> Result<CaseResul
                                 capture: count,
                             },
                             c.chunk as usize,
+                            c.landed(),
                         );
                         in_chunks += cpu_now(&clk) - a;
                         reads += 2;

@@ -226,18 +226,13 @@ impl FrameSource for ReplaySource {
             crc.update(self.read_chunk(&st, slot, first)?);
             counters.chunks += 1;
             self.counters.set(counters);
-            let offset = first * self.chunk_bytes;
-            let ev = ChunkEvent {
-                slot,
-                chunk: first as u32,
-                offset,
-                host_ptr: self
-                    .ring
-                    .slot_ptr(slot)
-                    // SAFETY: offset < slot_bytes (first < chunks).
-                    .map_or(std::ptr::null(), |p| unsafe { p.add(offset) } as *const u8),
-                device_ptr: self.ring.slot_device_ptr(slot).map(|d| d + offset as u64),
-            };
+            // SAFETY: chunks 0..=first of the slot were just copied in, in
+            // order; the slot is not written again before its frame is
+            // released (a free slot is taken only at a frame's start).
+            let ev = unsafe { ChunkEvent::new(&self.ring, slot, first as u32, self.chunk_bytes) }
+                .ok_or_else(|| {
+                self.error(format!("chunk {first} of slot {slot} is outside the ring"))
+            })?;
             st.filling = Some((slot, first + 1, crc));
             return Ok(Event::Chunk(ev));
         }

@@ -175,11 +175,17 @@ fn remember_other_cpus(loop_cpu: usize) {
     let _ = OTHER_CPUS.set(set);
 }
 
+/// Nice value of radard's threads beside the loop: below the loop and the
+/// backend's workers when real-time scheduling was refused (no privilege),
+/// so that on a small machine they take what the loop leaves.
+pub const NORMAL_THREAD_NICE: i32 = 5;
+
 /// Called first by each of radard's other threads (sinks, status,
-/// telemetry, diagnostics): the normal scheduler, whatever real-time policy
-/// it inherited from the loop thread, and off the loop's CPU when the loop
-/// was pinned, so none of them competes with the loop for its core.
-/// Best-effort: a thread that cannot change either keeps running.
+/// telemetry, diagnostics): the normal scheduler at nice
+/// [`NORMAL_THREAD_NICE`], whatever real-time policy it inherited from the
+/// loop thread, and off the loop's CPU when the loop was pinned, so none of
+/// them competes with the loop for its core. Best-effort: a thread that
+/// cannot change any of these keeps running.
 pub fn normal_thread() {
     // SAFETY: sched_param is plain integers, all-zero (priority 0) is valid
     // (musl's has more fields than glibc's, so no struct literal).
@@ -187,6 +193,17 @@ pub fn normal_thread() {
     // SAFETY: param is a valid sched_param for the call's duration; lowering
     // the calling thread's policy needs no privilege.
     let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+    // SAFETY: gettid has no preconditions; on Linux setpriority(PRIO_PROCESS,
+    // tid) sets that one thread's nice value, and raising it needs no
+    // privilege.
+    let _ = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(
+            libc::PRIO_PROCESS,
+            u32::try_from(tid).unwrap_or(0),
+            NORMAL_THREAD_NICE,
+        )
+    };
     if let Some(set) = OTHER_CPUS.get() {
         // SAFETY: set is a valid cpu_set_t of the size passed.
         let _ = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
@@ -289,7 +306,11 @@ mod tests {
                         ),
                         0
                     );
-                    (libc::CPU_ISSET(0, &set), libc::sched_getscheduler(0))
+                    (
+                        libc::CPU_ISSET(0, &set),
+                        libc::sched_getscheduler(0),
+                        libc::getpriority(libc::PRIO_PROCESS, 0),
+                    )
                 }
             })
             .join()
@@ -298,6 +319,7 @@ mod tests {
         .join()
         .expect("pinned thread");
         assert_eq!(on_cpu0.1, libc::SCHED_OTHER);
+        assert_eq!(on_cpu0.2, NORMAL_THREAD_NICE);
         if cpus > 1 {
             assert!(!on_cpu0.0, "a normal thread stayed on the loop's CPU");
         }

@@ -142,6 +142,9 @@ impl<'c> RadardBuilder<'c> {
         let mut rt_report = RtReport::default();
         if self.real_time {
             rt::apply_scheduling(&cfg.rt, &mut rt_report)?;
+            if cfg.rt.priority > 0 {
+                unit.put_simulator_above(cfg.rt.priority);
+            }
         }
         unit.open_chain(cfg, note)?;
         let backend = unit.backend_description();
@@ -202,6 +205,11 @@ impl<'c> RadardBuilder<'c> {
         }
         unit.start(cfg, unit.chunk_streaming)
             .map_err(RadardError::Start)?;
+        if let Some(s) = unit.simulator_scheduling() {
+            note(&format!(
+                "simulator: producer thread at {s} (the FPGA's stand-in runs above the loop)"
+            ));
+        }
         note(&format!(
             "streaming {} from {} (frame period {}), Ctrl-C stops",
             match cfg.source.content {

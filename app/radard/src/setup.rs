@@ -256,37 +256,46 @@ pub fn start_params(cfg: &RadardConfig, chunk_events: bool) -> StartParams {
     }
 }
 
-/// Whether the loop streams chunks to the backend (chunk-streamed mode),
-/// and why, for the start-up log: the configuration asks for it, and the
-/// backend starts work per chunk (CUDA, once it prepared the ring's slots).
-pub fn chunk_streaming(cfg: &RadardConfig, backend: &dyn Backend) -> (bool, String) {
+/// Whether chunks are streamed to `backend` (docs/processing-chain.md), and
+/// why: on when the configuration asks for it, the backend starts work
+/// per chunk, it took the ring's slots (`prepared`), and a frame has more
+/// than one chunk.
+pub fn chunk_streaming(
+    cfg: &RadardConfig,
+    backend: &dyn Backend,
+    prepared: bool,
+) -> (bool, String) {
     let chunks = cfg.geometry.chunks_per_frame;
-    let max = radar_dsp::cuda::MAX_STREAMED_CHUNKS;
+    let name = backend.name();
     if !cfg.backend.stream_chunks {
         (false, "off (backend.stream_chunks = false)".into())
-    } else if backend.streams_chunks() {
+    } else if !backend.streams_chunks() {
+        (
+            false,
+            format!("off (the {name} backend processes whole frames here)"),
+        )
+    } else if !prepared {
+        (
+            false,
+            format!("off (the {name} backend cannot read this ring's slots in place)"),
+        )
+    } else if chunks < 2 {
+        (
+            false,
+            "off (a frame of 1 chunk: nothing lands before the frame is complete)".into(),
+        )
+    } else {
         (
             true,
             format!("on ({chunks} chunks per frame: each chunk's range work starts as it lands)"),
         )
-    } else if !(2..=max).contains(&chunks) {
-        (
-            false,
-            format!("off (a frame of {chunks} chunks; chunk streaming needs 2 to {max})"),
-        )
-    } else {
-        (
-            false,
-            format!(
-                "off (the {} backend processes whole frames here)",
-                backend.name()
-            ),
-        )
     }
 }
 
-/// Builds the backend and, when the ring is GPU-visible, lets it prepare its
-/// per-slot work. Returns whether slot indices may be passed to `process`.
+/// Builds the backend and lets it prepare its per-slot work. Returns
+/// whether slot indices may be passed to `process`: a backend that cannot
+/// use these slots (CUDA, when the ring is not in mapped pinned memory)
+/// takes whole frames by their bytes.
 pub fn open_backend(
     cfg: &RadardConfig,
     source: &Source,
@@ -301,10 +310,12 @@ pub fn open_backend(
             bytes: ring.slot_bytes(),
         })
         .collect();
-    let prepared = slots.iter().all(|s| s.device_ptr.is_some());
-    if prepared {
-        sel.backend.prepare_slots(&slots)?;
-    }
+    let gpu_visible = slots.iter().all(|s| s.device_ptr.is_some());
+    let prepared = match sel.backend.prepare_slots(&slots) {
+        Ok(()) => true,
+        Err(_) if !gpu_visible => false,
+        Err(e) => return Err(e.into()),
+    };
     Ok((sel, prepared))
 }
 
@@ -313,8 +324,31 @@ mod tests {
     use super::*;
     use radar_dsp::CpuBackend;
 
+    /// A backend that takes whole frames only.
+    struct WholeFrames;
+
+    impl Backend for WholeFrames {
+        fn name(&self) -> &'static str {
+            "whole"
+        }
+        fn process(
+            &mut self,
+            _frame: radar_dsp::FrameInput<'_>,
+            _out: &mut radar_dsp::Detections,
+        ) -> Result<(), DspError> {
+            Ok(())
+        }
+        fn set_cfar_alpha(&mut self, _alpha: &[f64]) -> Result<(), DspError> {
+            Ok(())
+        }
+        fn power_map(&mut self, _out: &mut Vec<f32>) -> Result<(), DspError> {
+            Ok(())
+        }
+    }
+
     /// The start-up log says whether chunks are streamed and why not: the
-    /// configuration, the chunk count, or a backend that takes whole frames.
+    /// configuration, a backend that takes whole frames or not the ring's
+    /// slots, or the chunk count.
     #[test]
     fn chunk_streaming_says_why_it_is_off() {
         let mut cfg = RadardConfig::default();
@@ -322,21 +356,28 @@ mod tests {
         cfg.geometry.n_samples = 64;
         cfg.cfar.train_range = 4;
         let cpu = CpuBackend::with_threads(&cfg.chain_config(), 1).expect("cpu backend");
-        let (on, why) = chunk_streaming(&cfg, &cpu);
+        let (on, why) = chunk_streaming(&cfg, &cpu, true);
+        assert!(on && why.contains("chunks per frame"), "{why}");
+        let (on, why) = chunk_streaming(&cfg, &WholeFrames, true);
         assert!(
-            !on && why.contains("cpu backend processes whole frames"),
+            !on && why.contains("whole backend processes whole frames"),
+            "{why}"
+        );
+        let (on, why) = chunk_streaming(&cfg, &cpu, false);
+        assert!(
+            !on && why.contains("cannot read this ring's slots"),
             "{why}"
         );
         cfg.backend.stream_chunks = false;
-        let (on, why) = chunk_streaming(&cfg, &cpu);
+        let (on, why) = chunk_streaming(&cfg, &cpu, true);
         assert!(
             !on && why.contains("backend.stream_chunks = false"),
             "{why}"
         );
         cfg.backend.stream_chunks = true;
         cfg.geometry.chunks_per_frame = 1;
-        let (on, why) = chunk_streaming(&cfg, &cpu);
-        assert!(!on && why.contains("needs 2 to 64"), "{why}");
+        let (on, why) = chunk_streaming(&cfg, &cpu, true);
+        assert!(!on && why.contains("a frame of 1 chunk"), "{why}");
         // Chunk events are asked of the source only in chunk-streamed mode.
         assert!(start_params(&cfg, true).chunk_events);
         assert!(!start_params(&cfg, false).chunk_events);

@@ -43,6 +43,10 @@ pub struct Summary {
     pub dropped: Dropped,
     pub ledger_closed: bool,
     pub deadline_misses: u64,
+    /// Misses the source's late delivery explains (docs/requirements.md).
+    pub deadline_misses_source_late: u64,
+    /// Misses that are the loop's own: `deadline_misses` less those.
+    pub deadline_misses_loop: u64,
     pub source_timeouts: u64,
     pub payload_errors: u64,
     pub sequence_errors: u64,
@@ -170,6 +174,8 @@ impl Summary {
             },
             ledger_closed: snap.ledger_closes(),
             deadline_misses: snap.deadline_misses,
+            deadline_misses_source_late: snap.deadline_misses_source_late,
+            deadline_misses_loop: snap.deadline_misses - snap.deadline_misses_source_late,
             source_timeouts: snap.source_timeouts,
             payload_errors: if cfg.source.content == Content::TestPattern {
                 snap.dropped(DropReason::Crc)
@@ -271,9 +277,11 @@ impl fmt::Display for Summary {
         )?;
         writeln!(
             out,
-            "summary: policy={} deadline_misses={} source_timeouts={} payload_errors={} sequence_errors={} log_lost={}",
+            "summary: policy={} deadline_misses={} (source late {}, loop {}) source_timeouts={} payload_errors={} sequence_errors={} log_lost={}",
             s.policy,
             s.deadline_misses,
+            s.deadline_misses_source_late,
+            s.deadline_misses_loop,
             s.source_timeouts,
             s.payload_errors,
             s.sequence_errors,

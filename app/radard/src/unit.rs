@@ -63,7 +63,7 @@ impl Unit {
     ) -> Result<(), SetupError> {
         let (sel, prepared) = setup::open_backend(cfg, &self.source)?;
         note(&format!("backend {}: {}", sel.backend.name(), sel.reason));
-        let (on, why) = setup::chunk_streaming(cfg, sel.backend.as_ref());
+        let (on, why) = setup::chunk_streaming(cfg, sel.backend.as_ref(), prepared);
         note(&format!("chunk streaming {why}"));
         self.slots_prepared = prepared;
         self.chunk_streaming = on;
@@ -95,6 +95,26 @@ impl Unit {
     /// Gives the fpga sink a transmit ring when the source has none yet.
     pub fn attach_fpga_tx(&mut self, record_bytes: usize) -> Result<(), SetupError> {
         setup::attach_fpga_tx(&mut self.source, record_bytes)
+    }
+
+    /// Puts the simulator's producer thread (the FPGA's stand-in, which on
+    /// the unit takes no CPU) above a real-time loop at `loop_priority`,
+    /// from the next start: at the loop's own priority it would wait for
+    /// the loop and the backend's workers to block, and deliver late.
+    /// Nothing for other sources.
+    pub fn put_simulator_above(&mut self, loop_priority: i32) {
+        if let Source::Sim(sim) = &mut self.source {
+            sim.set_producer_priority(Some((loop_priority + 1).min(99)));
+        }
+    }
+
+    /// The simulator's producer scheduling at the last start (None: another
+    /// source).
+    pub fn simulator_scheduling(&self) -> Option<tegra_p2p::ProducerScheduling> {
+        match &self.source {
+            Source::Sim(sim) => Some(sim.producer_scheduling()),
+            _ => None,
+        }
     }
 
     /// Starts the source's stream, with an event per chunk when

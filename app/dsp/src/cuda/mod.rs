@@ -277,7 +277,12 @@ impl Backend for CudaBackend {
         self.frames_streamed.get()
     }
 
-    fn chunk_landed(&mut self, frame: SlotFrame, chunk: usize) -> Result<(), DspError> {
+    fn chunk_landed(
+        &mut self,
+        frame: SlotFrame,
+        chunk: usize,
+        _landed: &[u8],
+    ) -> Result<(), DspError> {
         let Some(g) = self.slots.get(frame.index) else {
             return Err(DspError::Backend(format!(
                 "chunk {chunk} landed in slot {}, which was not prepared",

@@ -161,8 +161,7 @@ impl Drop for Relay {
     }
 }
 
-/// A scene with known targets and a lot of noise, on a small geometry
-/// (quick on the CPU backend in a debug build): 20 ms frames.
+/// A scene with known targets and a lot of noise.
 pub const SCENE: &str = r#"
 noise_rms_lsb = 96.0
 [[target]]
@@ -177,21 +176,30 @@ azimuth_deg = -25.0
 snr_db = -6.0
 "#;
 
+/// The frames a test's radard runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frames {
+    /// A small geometry at 20 ms frames (50 Hz): quick on the CPU backend.
+    Small,
+    /// The unit's: the default geometry (4 MiB frames) at 8 ms (125 Hz).
+    Unit,
+}
+
+impl Frames {
+    /// Frames per second.
+    pub fn rate_hz(self) -> f64 {
+        match self {
+            Frames::Small => 50.0,
+            Frames::Unit => 125.0,
+        }
+    }
+}
+
 /// The scene's targets: (range m, velocity m/s).
 pub const TARGETS: [(f32, f32); 2] = [(30.0, 12.0), (80.0, -20.0)];
 
-pub fn config(dir: &Path, port: &Path, rt_priority: u32) -> PathBuf {
-    let scene = dir.join("scene.toml");
-    std::fs::write(&scene, SCENE).expect("write scene");
-    let text = format!(
-        r#"
-[source]
-slots = 4
-chunk_period_us = 5000
-scene_frames = 4
-scene_file = "{}"
-[backend]
-kind = "cpu"
+/// The small geometry: a chunk period and the sections after `[source]`.
+const SMALL: &str = r#"chunk_period_us = 5000
 [geometry]
 n_tx = 2
 n_rx = 4
@@ -201,6 +209,23 @@ chunks_per_frame = 4
 [cfar]
 train_doppler = 2
 train_range = 4
+"#;
+
+pub fn config(dir: &Path, port: &Path, rt_priority: u32, frames: Frames) -> PathBuf {
+    let scene = dir.join("scene.toml");
+    std::fs::write(&scene, SCENE).expect("write scene");
+    let geometry = match frames {
+        Frames::Small => SMALL,
+        Frames::Unit => "",
+    };
+    let text = format!(
+        r#"
+[source]
+slots = 4
+scene_frames = 4
+scene_file = "{}"
+{geometry}[backend]
+kind = "cpu"
 [rt]
 priority = {}
 lock_memory = false
@@ -244,22 +269,22 @@ pub struct Radard {
 
 impl Radard {
     pub fn start(tag: &str, port: &Path) -> Radard {
-        Self::start_with(tag, port, None)
+        Self::start_with(tag, port, None, Frames::Small)
     }
 
     /// As the appliance runs: the loop and the simulator (the FPGA's
     /// stand-in) at SCHED_FIFO `priority`, every other thread (the
     /// diagnostics server among them) on the normal scheduler. Where the
     /// real-time policy cannot be had, radard says so and runs best-effort.
-    pub fn start_rt(tag: &str, port: &Path, priority: u32) -> Radard {
-        Self::start_with(tag, port, Some(priority))
+    pub fn start_rt(tag: &str, port: &Path, priority: u32, frames: Frames) -> Radard {
+        Self::start_with(tag, port, Some(priority), frames)
     }
 
-    fn start_with(tag: &str, port: &Path, rt: Option<u32>) -> Radard {
+    fn start_with(tag: &str, port: &Path, rt: Option<u32>, frames: Frames) -> Radard {
         let dir = std::env::temp_dir().join(format!("radarctl-test-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let cfg = config(&dir, port, rt.unwrap_or(0));
+        let cfg = config(&dir, port, rt.unwrap_or(0), frames);
         let log = File::create(dir.join("radard.log")).expect("log");
         let mut cmd = Command::new(bin("radard"));
         if rt.is_none() {

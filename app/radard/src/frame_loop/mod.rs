@@ -93,7 +93,8 @@ pub enum LoopEnd {
 
 /// The next thing the source has for the loop.
 enum Next<'s> {
-    Frame(Frame<'s>),
+    /// The frame, and how long the loop waited on the source for it (ns).
+    Frame(Frame<'s>, u64),
     /// A recoverable source condition (a timeout or an event overflow);
     /// the loop goes on waiting.
     Fault(SourceFault),
@@ -106,6 +107,7 @@ enum Next<'s> {
 /// are passed over; transmit completions are counted for the fpga sink. A
 /// chunk event the backend refuses is counted, and the frame is processed
 /// whole. A timeout or an event overflow is reported, not fatal.
+/// A frame comes with the time the loop spent waiting on the source for it.
 fn next_frame<'s, 'b>(
     src: &'s dyn FrameSource,
     mut backend: Option<&mut (dyn Backend + 'b)>,
@@ -115,8 +117,12 @@ fn next_frame<'s, 'b>(
     fpga_index: Option<usize>,
     capture: u64,
 ) -> Result<Next<'s>, LoopError> {
+    let mut waited_ns = 0;
     loop {
-        let ev = match src.next_event(None) {
+        let asked = monotonic_ns();
+        let ev = src.next_event(None);
+        waited_ns += monotonic_ns().saturating_sub(asked);
+        let ev = match ev {
             Ok(ev) => ev,
             Err(tegra_p2p::Error::Timeout { .. }) => return Ok(Next::Fault(SourceFault::Timeout)),
             Err(tegra_p2p::Error::Overflow { .. }) => {
@@ -125,14 +131,14 @@ fn next_frame<'s, 'b>(
             Err(e) => return Err(e.into()),
         };
         match ev {
-            Event::Frame(f) => return Ok(Next::Frame(f)),
+            Event::Frame(f) => return Ok(Next::Frame(f, waited_ns)),
             Event::Chunk(c) => {
                 if let Some(b) = backend.as_deref_mut().filter(|_| opts.chunk_streaming) {
                     let frame = SlotFrame {
                         index: c.slot as usize,
                         capture,
                     };
-                    match b.chunk_landed(frame, c.chunk as usize) {
+                    match b.chunk_landed(frame, c.chunk as usize, c.landed()) {
                         Ok(()) => snap.chunks_streamed += 1,
                         Err(_) => snap.chunk_errors += 1,
                     }
@@ -207,8 +213,8 @@ pub fn run(
             fpga_index,
             count,
         );
-        let frame = match next {
-            Ok(Next::Frame(f)) => f,
+        let (frame, waited_ns) = match next {
+            Ok(Next::Frame(f, waited)) => (f, waited),
             Ok(Next::Fault(fault)) => {
                 if fault == SourceFault::Timeout {
                     snap.source_timeouts += 1;
@@ -361,6 +367,14 @@ pub fn run(
             snap.processing_max_ns = snap.processing_max_ns.max(processing);
             if late {
                 snap.deadline_misses += 1;
+                // The source's part: how long past the frame's arrival time
+                // (its capture's end) the loop sat waiting for it. When the
+                // frame would have made its deadline without it, the miss
+                // is the source's; otherwise the loop's own.
+                let source_late = waited_ns.min(t_event.saturating_sub(captured + period_ns));
+                if finished - source_late <= due {
+                    snap.deadline_misses_source_late += 1;
+                }
                 snap.lateness_hist[latency_bin(finished - due)] += 1;
                 board.post(EventKind::DeadlineMiss, meta.sequence, finished - due);
             }

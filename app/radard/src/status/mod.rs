@@ -176,6 +176,10 @@ pub struct StatusSnapshot {
     pub dropped: [u64; DROP_REASONS],
     /// Processed frames finished after their deadline.
     pub deadline_misses: u64,
+    /// Of those, misses the source's late delivery explains: the frame
+    /// would have made its deadline had it arrived when its capture ended
+    /// (the rest are the loop's own).
+    pub deadline_misses_source_late: u64,
     /// Event waits that timed out (the source stalled).
     pub source_timeouts: u64,
     /// Frames whose sequence number the drop counts do not explain.

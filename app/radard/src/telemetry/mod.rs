@@ -206,30 +206,11 @@ pub fn open_reader(cfg: &TelemetryConfig) -> (Box<dyn Reader>, String) {
     (Box::new(r), line)
 }
 
-/// Leaves the real-time class and the loop's CPU that a thread created
-/// after the real-time set-up inherits: telemetry must never compete with
-/// the loop. Best effort: without the privilege to change it, the thread
-/// keeps what it has (it sleeps almost all the time).
-fn become_normal_priority() {
-    // SAFETY: plain syscalls on the calling thread with local arguments;
-    // sched_param and cpu_set_t are plain integers, all-zero is valid
-    // (priority 0 for SCHED_OTHER; musl's sched_param has more fields).
-    unsafe {
-        let param: libc::sched_param = std::mem::zeroed();
-        libc::sched_setscheduler(0, libc::SCHED_OTHER, &param);
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        let cpus = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).clamp(1, 1024) as usize;
-        for cpu in 0..cpus {
-            libc::CPU_SET(cpu, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 /// Samples `reader` every `interval` into `cell` until `stop` is set.
-/// Runs on its own normal-priority thread.
+/// Runs on its own thread, which should first leave the loop's real-time
+/// class and CPU (`rt::normal_thread`): telemetry must never compete with
+/// the loop.
 pub fn run(reader: &mut dyn Reader, cell: &TelemetryCell, interval: Duration, stop: &AtomicBool) {
-    become_normal_priority();
     let mut count = 0u64;
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {

@@ -41,5 +41,20 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, DspError> {
         &mut dets,
         None,
     )?;
+    let chunks = cfg.geometry.chunks_per_frame;
+    if chunks >= 2 {
+        // Chunk-streamed: step 1 runs as each chunk lands (on this thread,
+        // untimed, as it would between frame events), then the frame.
+        report.chunks_per_frame = Some(chunks);
+        time_slots(
+            opts,
+            &mut report,
+            &mut backend,
+            &views,
+            &rot,
+            &mut dets,
+            Some((chunks, |_| Ok(()))),
+        )?;
+    }
     Ok(report)
 }

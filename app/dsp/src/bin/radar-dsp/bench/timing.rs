@@ -155,10 +155,16 @@ pub fn time_slots<B: Backend>(
     streamed: Option<(usize, Settle<B>)>,
 ) -> Result<(), DspError> {
     let chunks = streamed.map(|(c, _)| c);
+    let streamed_before = backend.frames_streamed();
     let mut frame = |step: Step| -> Result<usize, DspError> {
         match step {
             Step::Wake => Ok(0),
-            Step::Chunk(f, c) => backend.chunk_landed(f, c).map(|()| 0),
+            Step::Chunk(f, c) => {
+                let slot = slots[f.index];
+                let chunk_bytes = slot.len() / chunks.unwrap_or(1).max(1);
+                let landed = &slot[..((c + 1) * chunk_bytes).min(slot.len())];
+                backend.chunk_landed(f, c, landed).map(|()| 0)
+            }
             Step::Settle => streamed
                 .map_or(Ok(()), |(_, settle)| settle(backend))
                 .map(|()| 0),
@@ -196,6 +202,16 @@ pub fn time_slots<B: Backend>(
         None => (None, None),
     };
     if chunks.is_some() {
+        // Every frame of those loops must have finished from its chunks'
+        // work, or the figures would be whole frames under another name.
+        let loops = if paced_stats.is_some() { 2 } else { 1 };
+        let want = (loops * (rot.warmup + rot.frames)) as u64;
+        let got = backend.frames_streamed() - streamed_before;
+        if got != want {
+            return Err(DspError::Backend(format!(
+                "chunk-streamed timing: {got} of {want} frames finished from their chunks' work"
+            )));
+        }
         report.end_to_end_streamed = Some(stats);
         report.end_to_end_streamed_paced = paced_stats;
         report.end_to_end_streamed_samples_us = samples.map(|(v, _)| v);

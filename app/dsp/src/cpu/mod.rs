@@ -24,23 +24,33 @@
 //! allocated or shared-borrowed per frame; the calling thread processes its
 //! own share of the channels and does the rest of the chain. A worker's
 //! frame samples are copied to it (it cannot borrow the caller's frame).
+//!
+//! Chunk-streamed mode ([`Backend::chunk_landed`]): as a frame's chunks
+//! land, the calling thread runs step 1 on every row they complete, for all
+//! channels (the workers' jobs are home between frames), so that when the
+//! frame is complete only steps 2 to 4 and the rest are left. The results
+//! are the same bits as for the whole frame: each row goes through the same
+//! conversion, window and FFT.
 
-use std::ops::Range;
+mod job;
+mod mailbox;
+
 use std::sync::Arc;
-use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+use rustfft::FftPlanner;
 use rustfft::num_complex::Complex32;
-use rustfft::{Fft, FftPlanner};
 
 use crate::angle::AngleEstimator;
-use crate::backend::{Backend, FrameInput};
+use crate::backend::{Backend, FrameInput, SlotFrame};
 use crate::cfar::{CfarEngine, CfarPeak};
 use crate::config::{ChainConfig, SAMPLE_BYTES};
 use crate::detection::Detections;
 use crate::error::DspError;
 use crate::refine::{Units, refine_doppler, refine_range};
 use crate::window::hann_periodic;
+use job::{ChannelJob, Plan, RawSource, Task};
+use mailbox::Mailbox;
 
 /// Counts from the last processed frame, for tests and diagnostics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,274 +61,6 @@ pub struct CpuFrameStats {
     pub peaks: u32,
     /// Peaks dropped by the cap.
     pub cut: u32,
-}
-
-/// Range bins per Doppler-stage block: 8 x 256 complex = 16 KiB, in L1.
-const DOPPLER_BLOCK: usize = 8;
-
-/// Constants shared read-only by all jobs.
-struct Plan {
-    n_tx: usize,
-    n_rx: usize,
-    nl: usize,
-    ns: usize,
-    clutter_removal: bool,
-    range_window: Vec<f32>,
-    doppler_window: Vec<f32>,
-    range_fft: Arc<dyn Fft<f32>>,
-    doppler_fft: Arc<dyn Fft<f32>>,
-}
-
-/// One thread's share of the work: a contiguous range of virtual channels
-/// and every buffer it needs.
-struct ChannelJob {
-    plan: Arc<Plan>,
-    channels: Range<usize>,
-    /// Workers only: a copy of this job's raw samples, `[channel][l][n]`.
-    raw: Vec<u8>,
-    /// Range FFT output of one channel, `[l][r]`.
-    range: Vec<Complex32>,
-    /// A few range bins of one channel, `[r][l]`, for the Doppler stage.
-    block: Vec<Complex32>,
-    /// Doppler spectra of this job's channels, `[channel][r][k]`.
-    spectra: Vec<Complex32>,
-    /// Partial power over this job's channels, `[r][k]`, float64.
-    power: Vec<f64>,
-    scratch: Vec<Complex32>,
-}
-
-/// Where a job reads its raw samples from.
-#[derive(Clone, Copy)]
-enum RawSource<'a> {
-    /// The whole frame, in the frame layout (`[chirp][rx][sample]`).
-    Frame(&'a [u8]),
-    /// The job's own copy, `[channel][l][n]`.
-    Copy,
-}
-
-impl ChannelJob {
-    fn new(plan: Arc<Plan>, channels: Range<usize>, with_copy: bool) -> Self {
-        let (nl, ns) = (plan.nl, plan.ns);
-        let n = channels.len();
-        let scratch_len = plan
-            .range_fft
-            .get_inplace_scratch_len()
-            .max(plan.doppler_fft.get_inplace_scratch_len());
-        ChannelJob {
-            raw: if with_copy {
-                vec![0u8; n * nl * ns * SAMPLE_BYTES]
-            } else {
-                Vec::new()
-            },
-            range: vec![Complex32::default(); nl * ns],
-            block: vec![Complex32::default(); nl * DOPPLER_BLOCK.min(ns)],
-            spectra: vec![Complex32::default(); n * nl * ns],
-            power: vec![0.0; nl * ns],
-            scratch: vec![Complex32::default(); scratch_len],
-            plan,
-            channels,
-        }
-    }
-
-    /// Byte offset in the frame of chirp `m = l * N_tx + i`, RX `j`, sample 0.
-    fn frame_offset(plan: &Plan, p: usize, l: usize) -> usize {
-        let (i, j) = (p / plan.n_rx, p % plan.n_rx);
-        let m = l * plan.n_tx + i;
-        (m * plan.n_rx + j) * plan.ns * SAMPLE_BYTES
-    }
-
-    /// Copy this job's samples out of the frame (workers cannot borrow it).
-    fn load_copy(&mut self, frame: &[u8]) {
-        let plan = &*self.plan;
-        let row = plan.ns * SAMPLE_BYTES;
-        for (c, p) in self.channels.clone().enumerate() {
-            for l in 0..plan.nl {
-                let src = Self::frame_offset(plan, p, l);
-                let dst = (c * plan.nl + l) * row;
-                self.raw[dst..dst + row].copy_from_slice(&frame[src..src + row]);
-            }
-        }
-    }
-
-    /// Steps 1 to 4 for every channel of the job.
-    fn run(&mut self, source: RawSource<'_>) {
-        let plan = &*self.plan;
-        let (nl, ns) = (plan.nl, plan.ns);
-        let row_bytes = ns * SAMPLE_BYTES;
-        for (c, p) in self.channels.clone().enumerate() {
-            // Step 1: convert, window, range FFT.
-            for l in 0..nl {
-                let src = match source {
-                    RawSource::Frame(frame) => {
-                        let off = Self::frame_offset(plan, p, l);
-                        &frame[off..off + row_bytes]
-                    }
-                    RawSource::Copy => {
-                        let off = (c * nl + l) * row_bytes;
-                        &self.raw[off..off + row_bytes]
-                    }
-                };
-                convert_and_window(
-                    src,
-                    &plan.range_window,
-                    &mut self.range[l * ns..(l + 1) * ns],
-                );
-            }
-            plan.range_fft
-                .process_with_scratch(&mut self.range, &mut self.scratch);
-
-            // Steps 2 to 4 a few range bins at a time, in a block small
-            // enough to stay in L1: corner turn [l][r] -> [r][l], clutter
-            // removal, Doppler window, Doppler FFT, then store the spectra
-            // and add |X|^2 into the float64 partial map.
-            let blk = self.block.len() / nl;
-            let spec = &mut self.spectra[c * nl * ns..(c + 1) * nl * ns];
-            for r0 in (0..ns).step_by(blk) {
-                gather_columns(&self.range, ns, r0, &mut self.block);
-                prepare_doppler(&mut self.block, &plan.doppler_window, plan.clutter_removal);
-                plan.doppler_fft
-                    .process_with_scratch(&mut self.block, &mut self.scratch);
-                let span = r0 * nl..(r0 + blk) * nl;
-                spec[span.clone()].copy_from_slice(&self.block);
-                accumulate_power(&self.block, &mut self.power[span], c == 0);
-            }
-        }
-    }
-
-    /// Doppler spectrum value `X[p][r][k]` of a channel this job owns.
-    fn spectrum(&self, p: usize, r: usize, k: usize) -> Complex32 {
-        let (nl, ns) = (self.plan.nl, self.plan.ns);
-        let c = p - self.channels.start;
-        self.spectra[(c * ns + r) * nl + k]
-    }
-}
-
-/// int16 I/Q (little-endian) to complex float32, times the range window.
-#[inline(never)]
-fn convert_and_window(src: &[u8], window: &[f32], dst: &mut [Complex32]) {
-    for ((x, s), &w) in dst
-        .iter_mut()
-        .zip(src.chunks_exact(SAMPLE_BYTES))
-        .zip(window)
-    {
-        let re = f32::from(i16::from_le_bytes([s[0], s[1]]));
-        let im = f32::from(i16::from_le_bytes([s[2], s[3]]));
-        *x = Complex32::new(re * w, im * w);
-    }
-}
-
-/// Corner turn of range bins `r0..r0 + B` of a `[l][r]` matrix (rows of
-/// `ns`) into `block`, `[B][l]`.
-#[inline(never)]
-fn gather_columns(range: &[Complex32], ns: usize, r0: usize, block: &mut [Complex32]) {
-    let nl = range.len() / ns;
-    let blk = block.len() / nl;
-    for (l, row) in range.chunks_exact(ns).enumerate() {
-        for (b, &v) in row[r0..r0 + blk].iter().enumerate() {
-            block[b * nl + l] = v;
-        }
-    }
-}
-
-/// Optional clutter removal (mean over `l`, accumulated in float64) and the
-/// Doppler window, on every `[r][l]` row.
-#[inline(never)]
-fn prepare_doppler(spec: &mut [Complex32], window: &[f32], clutter_removal: bool) {
-    let nl = window.len();
-    for x in spec.chunks_exact_mut(nl) {
-        if clutter_removal {
-            let (mut sr, mut si) = (0.0f64, 0.0f64);
-            for v in x.iter() {
-                sr += f64::from(v.re);
-                si += f64::from(v.im);
-            }
-            let mean = Complex32::new((sr / nl as f64) as f32, (si / nl as f64) as f32);
-            for v in x.iter_mut() {
-                *v -= mean;
-            }
-        }
-        for (v, &w) in x.iter_mut().zip(window) {
-            *v *= w;
-        }
-    }
-}
-
-/// `power (+)= |X|^2`, squares and sum in float64.
-#[inline(never)]
-fn accumulate_power(spec: &[Complex32], power: &mut [f64], first: bool) {
-    if first {
-        for (acc, v) in power.iter_mut().zip(spec) {
-            *acc = norm_sqr_f64(*v);
-        }
-    } else {
-        for (acc, v) in power.iter_mut().zip(spec) {
-            *acc += norm_sqr_f64(*v);
-        }
-    }
-}
-
-fn norm_sqr_f64(v: Complex32) -> f64 {
-    let (re, im) = (f64::from(v.re), f64::from(v.im));
-    re * re + im * im
-}
-
-/// A one-item hand-over between two threads: a mutex and a condition
-/// variable (futex waits: no allocation, ever, unlike a channel's lazily
-/// built waiter lists). Closing it wakes the other side for good.
-struct Mailbox<T> {
-    state: Mutex<MailboxState<T>>,
-    ready: Condvar,
-}
-
-enum MailboxState<T> {
-    Empty,
-    Full(T),
-    Closed,
-}
-
-impl<T> Mailbox<T> {
-    fn new() -> Self {
-        Mailbox {
-            state: Mutex::new(MailboxState::Empty),
-            ready: Condvar::new(),
-        }
-    }
-
-    /// Leave `item`; gives it back when the mailbox is closed.
-    fn put(&self, item: T) -> Result<(), T> {
-        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if matches!(*s, MailboxState::Closed) {
-            return Err(item);
-        }
-        *s = MailboxState::Full(item);
-        drop(s);
-        self.ready.notify_one();
-        Ok(())
-    }
-
-    /// Wait for an item; `None` once the mailbox is closed.
-    fn take(&self) -> Option<T> {
-        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            match std::mem::replace(&mut *s, MailboxState::Empty) {
-                MailboxState::Full(item) => return Some(item),
-                MailboxState::Closed => {
-                    *s = MailboxState::Closed;
-                    return None;
-                }
-                MailboxState::Empty => {
-                    s = self.ready.wait(s).unwrap_or_else(PoisonError::into_inner);
-                }
-            }
-        }
-    }
-
-    fn close(&self) {
-        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        *s = MailboxState::Closed;
-        drop(s);
-        self.ready.notify_all();
-    }
 }
 
 /// Closes the worker's outgoing mailbox when the worker thread ends, even
@@ -333,10 +75,47 @@ impl Drop for CloseOnExit {
 
 /// A pool thread and the two mailboxes of its job hand-over.
 struct Worker {
+    /// The job, when it is home (not with the worker).
     job: Option<Box<ChannelJob>>,
     to_worker: Arc<Mailbox<Box<ChannelJob>>>,
     from_worker: Arc<Mailbox<Box<ChannelJob>>>,
     handle: Option<JoinHandle<()>>,
+    /// Chunk-streamed mode: the frame rows given to it so far.
+    rows_sent: usize,
+}
+
+impl Worker {
+    /// Hands the job, with its task, to the worker.
+    fn send(&mut self, job: Box<ChannelJob>) -> Result<(), DspError> {
+        if let Err(job) = self.to_worker.put(job) {
+            self.job = Some(job);
+            return Err(DspError::Backend("cpu worker thread exited".into()));
+        }
+        Ok(())
+    }
+
+    /// Waits for the job to come home, if it is away.
+    fn home(&mut self) -> Result<(), DspError> {
+        if self.job.is_none() {
+            let job = self
+                .from_worker
+                .take()
+                .ok_or_else(|| DspError::Backend("cpu worker thread died".into()))?;
+            self.job = Some(job);
+        }
+        Ok(())
+    }
+
+    /// Takes the job home if the worker is done with it; never waits.
+    fn poll(&mut self) -> Result<(), DspError> {
+        if self.job.is_none() {
+            self.job = self
+                .from_worker
+                .try_take()
+                .map_err(|()| DspError::Backend("cpu worker thread died".into()))?;
+        }
+        Ok(())
+    }
 }
 
 /// The CPU reference backend.
@@ -357,6 +136,11 @@ pub struct CpuBackend {
     snapshot: Vec<Complex32>,
     units: Units,
     stats: CpuFrameStats,
+    /// Chunk-streamed mode: the frame whose landed rows step 1 has started
+    /// on (None between frames), and the rows the calling thread did.
+    streamed: Option<SlotFrame>,
+    main_rows: usize,
+    frames_streamed: u64,
 }
 
 impl CpuBackend {
@@ -374,8 +158,7 @@ impl CpuBackend {
         let threads = threads.clamp(1, nv);
         let mut planner = FftPlanner::<f32>::new();
         let plan = Arc::new(Plan {
-            n_tx: g.n_tx,
-            n_rx: g.n_rx,
+            nv,
             nl,
             ns,
             clutter_removal: cfg.chain.clutter_removal,
@@ -384,8 +167,7 @@ impl CpuBackend {
             range_fft: planner.plan_fft_forward(ns),
             doppler_fft: planner.plan_fft_forward(nl),
         });
-        // Contiguous channel ranges; the calling thread takes the last one.
-        let bounds: Vec<usize> = (0..=threads).map(|t| t * nv / threads).collect();
+        let bounds = channel_bounds(nv, threads);
         let mut workers = Vec::with_capacity(threads - 1);
         for t in 0..threads - 1 {
             let job = Box::new(ChannelJob::new(
@@ -401,7 +183,7 @@ impl CpuBackend {
                 .spawn(move || {
                     let outbox = CloseOnExit(outbox);
                     while let Some(mut job) = inbox.take() {
-                        job.run(RawSource::Copy);
+                        job.run_task();
                         if outbox.0.put(job).is_err() {
                             break;
                         }
@@ -416,6 +198,7 @@ impl CpuBackend {
                 to_worker,
                 from_worker,
                 handle: Some(handle),
+                rows_sent: 0,
             });
         }
         let main_job = ChannelJob::new(plan, bounds[threads - 1]..bounds[threads], false);
@@ -437,6 +220,9 @@ impl CpuBackend {
             snapshot: vec![Complex32::default(); nv],
             units: Units::new(cfg),
             stats: CpuFrameStats::default(),
+            streamed: None,
+            main_rows: 0,
+            frames_streamed: 0,
         })
     }
 
@@ -471,26 +257,62 @@ impl CpuBackend {
         Complex32::default()
     }
 
-    /// Steps 1-4 on all threads; leaves `power_map` filled.
-    fn run_channels(&mut self, frame: &[u8]) -> Result<(), DspError> {
+    /// Step 1 for the rows of `frame` that `landed` completes and that were
+    /// not transformed yet: the workers' rows on the workers (each idle one
+    /// gets its new rows; a busy one gets them with a later chunk, or with
+    /// the frame), the calling thread's here.
+    fn stream_rows(&mut self, frame: SlotFrame, landed: &[u8]) -> Result<(), DspError> {
+        let rows = landed.len().min(self.frame_bytes) / (self.ns * SAMPLE_BYTES);
+        if self.streamed != Some(frame) {
+            // Rows of another frame are superseded.
+            for w in &mut self.workers {
+                w.home()?;
+                w.rows_sent = 0;
+            }
+            self.main_rows = 0;
+            self.streamed = Some(frame);
+        }
         for w in &mut self.workers {
-            let mut job = w
-                .job
-                .take()
-                .ok_or_else(|| DspError::Backend("cpu worker job missing".into()))?;
-            job.load_copy(frame);
-            if let Err(job) = w.to_worker.put(job) {
-                w.job = Some(job);
-                return Err(DspError::Backend("cpu worker thread exited".into()));
+            w.poll()?;
+            if w.rows_sent < rows
+                && let Some(mut job) = w.job.take()
+            {
+                job.load_rows(landed, w.rows_sent, rows);
+                job.task = Task::Rows {
+                    from: w.rows_sent,
+                    to: rows,
+                };
+                w.send(job)?;
+                w.rows_sent = rows;
             }
         }
-        self.main_job.run(RawSource::Frame(frame));
+        if self.main_rows < rows {
+            self.main_job
+                .transform_rows(RawSource::Frame(landed), self.main_rows, rows);
+            self.main_rows = rows;
+        }
+        Ok(())
+    }
+
+    /// Steps 1-4 on all threads, step 1 only for the rows not transformed
+    /// as they landed when `streamed`; leaves `power_map` filled.
+    fn run_channels(&mut self, frame: &[u8], streamed: bool) -> Result<(), DspError> {
+        let total = self.main_job.frame_rows();
         for w in &mut self.workers {
-            let job = w
-                .from_worker
-                .take()
-                .ok_or_else(|| DspError::Backend("cpu worker thread died".into()))?;
-            w.job = Some(job);
+            w.home()?;
+            let rows_done = if streamed { w.rows_sent } else { 0 };
+            w.rows_sent = 0;
+            if let Some(mut job) = w.job.take() {
+                job.load_rows(frame, rows_done, total);
+                job.task = Task::Frame { rows_done };
+                w.send(job)?;
+            }
+        }
+        let rows_done = if streamed { self.main_rows } else { 0 };
+        self.main_rows = 0;
+        self.main_job.run(RawSource::Frame(frame), rows_done);
+        for w in &mut self.workers {
+            w.home()?;
         }
 
         // Sum the partial maps (float64), round once, fftshift to P[d][r].
@@ -512,6 +334,21 @@ impl CpuBackend {
     }
 }
 
+/// Contiguous channel ranges, one per thread; the calling thread takes the
+/// last one, smaller: besides its channels it handles the chunk events,
+/// copies the workers' rows out to them, and alone sums the maps and runs
+/// CFAR, angles and refinement (together about three channels' worth of
+/// steps 1 to 4 at the default geometry, measured on two cores).
+fn channel_bounds(nv: usize, threads: usize) -> Vec<usize> {
+    // Weights: 8 for a worker, 5 for the calling thread.
+    let total = 8 * (threads - 1) + 5;
+    let mut bounds: Vec<usize> = (0..threads)
+        .map(|t| (t * 8 * nv + total / 2) / total)
+        .collect();
+    bounds.push(nv);
+    bounds
+}
+
 impl Backend for CpuBackend {
     fn set_cfar_alpha(&mut self, alpha: &[f64]) -> Result<(), DspError> {
         self.cfar.set_alpha(alpha)
@@ -519,6 +356,32 @@ impl Backend for CpuBackend {
 
     fn name(&self) -> &'static str {
         "cpu"
+    }
+
+    fn streams_chunks(&self) -> bool {
+        true
+    }
+
+    fn chunk_landed(
+        &mut self,
+        frame: SlotFrame,
+        _chunk: usize,
+        landed: &[u8],
+    ) -> Result<(), DspError> {
+        if self.broken {
+            return Err(DspError::Backend(
+                "cpu backend unusable after a worker thread died".into(),
+            ));
+        }
+        let r = self.stream_rows(frame, landed);
+        if r.is_err() {
+            self.broken = true;
+        }
+        r
+    }
+
+    fn frames_streamed(&self) -> u64 {
+        self.frames_streamed
     }
 
     fn process(&mut self, frame: FrameInput<'_>, out: &mut Detections) -> Result<(), DspError> {
@@ -534,7 +397,15 @@ impl Backend for CpuBackend {
                 "cpu backend unusable after a worker thread died".into(),
             ));
         }
-        if let Err(e) = self.run_channels(frame.bytes) {
+        // The rows transformed as they landed count only for the same
+        // capture of the same slot; any other frame supersedes them.
+        let started = self.streamed.take();
+        let streamed = frame.slot.is_some() && started == frame.slot;
+        let rows_started = self.main_rows > 0 || self.workers.iter().any(|w| w.rows_sent > 0);
+        if streamed && rows_started {
+            self.frames_streamed += 1;
+        }
+        if let Err(e) = self.run_channels(frame.bytes, streamed) {
             self.broken = true;
             return Err(e);
         }
@@ -610,6 +481,20 @@ impl Drop for CpuBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_thread_gets_channels_and_the_caller_fewer() {
+        assert_eq!(channel_bounds(16, 1), vec![0, 16]);
+        assert_eq!(channel_bounds(16, 2), vec![0, 10, 16]);
+        assert_eq!(channel_bounds(16, 4), vec![0, 4, 9, 13, 16]);
+        for nv in 1..40 {
+            for threads in 1..=nv {
+                let b = channel_bounds(nv, threads);
+                assert_eq!(b.len(), threads + 1);
+                assert!(b.windows(2).all(|w| w[0] < w[1]), "{nv} {threads}: {b:?}");
+            }
+        }
+    }
 
     #[test]
     fn frames_that_do_not_fit_are_refused_and_the_backend_goes_on() {

@@ -1,0 +1,276 @@
+//! One thread's share of steps 1 to 4: a contiguous range of virtual
+//! channels, their buffers, and the kernels that fill them.
+//!
+//! Frame rows (one chirp of one RX antenna, `N_s` samples) come in frame
+//! order `q = l * N_v + p` (loop `l`, virtual channel `p = i * N_rx + j`
+//! of chirp `m = l * N_tx + i`), so the first `R` rows of a frame hold, for
+//! channel `p`, the loops `l < ceil((R - p) / N_v)`: what chunk-streamed mode
+//! can range-transform before the frame is complete.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use rustfft::Fft;
+use rustfft::num_complex::Complex32;
+
+use crate::config::SAMPLE_BYTES;
+
+/// Range bins per Doppler-stage block: 8 x 256 complex = 16 KiB, in L1.
+const DOPPLER_BLOCK: usize = 8;
+
+/// Loops per step-1 tile: 16 x 256 complex = 32 KiB, in L1, transposed
+/// from there into the channel's `[r][l]` spectra in runs of 16 values
+/// (two cache lines).
+const RANGE_TILE: usize = 16;
+
+/// Constants shared read-only by all jobs.
+pub(super) struct Plan {
+    /// Virtual channels, `N_tx * N_rx`.
+    pub(super) nv: usize,
+    pub(super) nl: usize,
+    pub(super) ns: usize,
+    pub(super) clutter_removal: bool,
+    pub(super) range_window: Vec<f32>,
+    pub(super) doppler_window: Vec<f32>,
+    pub(super) range_fft: Arc<dyn Fft<f32>>,
+    pub(super) doppler_fft: Arc<dyn Fft<f32>>,
+}
+
+/// One thread's share of the work: a contiguous range of virtual channels
+/// and every buffer it needs.
+pub(super) struct ChannelJob {
+    plan: Arc<Plan>,
+    pub(super) channels: Range<usize>,
+    /// Workers only: a copy of the rows of this job's channels it is to
+    /// transform, `[channel][l][n]` (a worker cannot borrow the frame).
+    raw: Vec<u8>,
+    /// What a worker is to do with the job when it gets it.
+    pub(super) task: Task,
+    /// A few loops of one channel through step 1, `[l][r]`.
+    tile: Vec<Complex32>,
+    /// Per channel of this job, `[channel][r][l]`: the range FFT output,
+    /// corner-turned as step 1 writes it, then in place the Doppler
+    /// spectra `[channel][r][k]`.
+    spectra: Vec<Complex32>,
+    /// Partial power over this job's channels, `[r][k]`, float64.
+    pub(super) power: Vec<f64>,
+    scratch: Vec<Complex32>,
+}
+
+/// A worker's task, on rows copied into the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Task {
+    /// Step 1 for frame rows `from..to` (chunk-streamed mode).
+    Rows { from: usize, to: usize },
+    /// Steps 1 to 4, step 1 for the rows after the first `rows_done`.
+    Frame { rows_done: usize },
+}
+
+/// Where a job reads the raw samples of the rows it transforms.
+#[derive(Clone, Copy)]
+pub(super) enum RawSource<'a> {
+    /// The frame, or the part of it that has landed, in the frame layout
+    /// (`[chirp][rx][sample]`).
+    Frame(&'a [u8]),
+    /// The job's own copy, `[channel][l][n]`.
+    Copy,
+}
+
+impl ChannelJob {
+    pub(super) fn new(plan: Arc<Plan>, channels: Range<usize>, with_copy: bool) -> Self {
+        let (nl, ns) = (plan.nl, plan.ns);
+        let n = channels.len();
+        let scratch_len = plan
+            .range_fft
+            .get_inplace_scratch_len()
+            .max(plan.doppler_fft.get_inplace_scratch_len());
+        ChannelJob {
+            raw: if with_copy {
+                vec![0u8; n * nl * ns * SAMPLE_BYTES]
+            } else {
+                Vec::new()
+            },
+            task: Task::Frame { rows_done: 0 },
+            tile: vec![Complex32::default(); RANGE_TILE.min(nl) * ns],
+            spectra: vec![Complex32::default(); n * nl * ns],
+            power: vec![0.0; nl * ns],
+            scratch: vec![Complex32::default(); scratch_len],
+            plan,
+            channels,
+        }
+    }
+
+    /// Rows in a frame.
+    pub(super) fn frame_rows(&self) -> usize {
+        self.plan.nl * self.plan.nv
+    }
+
+    /// Loops of channel `p` whose rows are among a frame's first `rows`.
+    fn loops_done(plan: &Plan, p: usize, rows: usize) -> usize {
+        rows.saturating_sub(p).div_ceil(plan.nv).min(plan.nl)
+    }
+
+    /// Byte offset in the frame of loop `l` of channel `p` (row `l * N_v + p`).
+    fn frame_offset(plan: &Plan, p: usize, l: usize) -> usize {
+        (l * plan.nv + p) * plan.ns * SAMPLE_BYTES
+    }
+
+    /// Copy this job's rows among frame rows `from..to` out of `frame` (the
+    /// frame, or as much of it as has landed) for a worker's task.
+    pub(super) fn load_rows(&mut self, frame: &[u8], from: usize, to: usize) {
+        let plan = &*self.plan;
+        let row = plan.ns * SAMPLE_BYTES;
+        for (c, p) in self.channels.clone().enumerate() {
+            for l in Self::loops_done(plan, p, from)..Self::loops_done(plan, p, to) {
+                let src = Self::frame_offset(plan, p, l);
+                let dst = (c * plan.nl + l) * row;
+                self.raw[dst..dst + row].copy_from_slice(&frame[src..src + row]);
+            }
+        }
+    }
+
+    /// A worker's [`Self::task`], on the rows [`Self::load_rows`] copied.
+    pub(super) fn run_task(&mut self) {
+        match self.task {
+            Task::Rows { from, to } => self.transform_rows(RawSource::Copy, from, to),
+            Task::Frame { rows_done } => self.run(RawSource::Copy, rows_done),
+        }
+    }
+
+    /// Step 1 (convert, window, range FFT) and the corner turn to
+    /// `[r][l]` for this job's rows among frame rows `from..to`, a tile of
+    /// loops at a time.
+    pub(super) fn transform_rows(&mut self, source: RawSource<'_>, from: usize, to: usize) {
+        let plan = &*self.plan;
+        let (nl, ns) = (plan.nl, plan.ns);
+        let row_bytes = ns * SAMPLE_BYTES;
+        for (c, p) in self.channels.clone().enumerate() {
+            let turned = &mut self.spectra[c * nl * ns..(c + 1) * nl * ns];
+            let (l0, l1) = (
+                Self::loops_done(plan, p, from),
+                Self::loops_done(plan, p, to),
+            );
+            for t0 in (l0..l1).step_by(RANGE_TILE) {
+                let t1 = (t0 + RANGE_TILE).min(l1);
+                let tile = &mut self.tile[..(t1 - t0) * ns];
+                for (l, dst) in (t0..t1).zip(tile.chunks_exact_mut(ns)) {
+                    let src = match source {
+                        RawSource::Frame(frame) => {
+                            let off = Self::frame_offset(plan, p, l);
+                            &frame[off..off + row_bytes]
+                        }
+                        RawSource::Copy => {
+                            let off = (c * nl + l) * row_bytes;
+                            &self.raw[off..off + row_bytes]
+                        }
+                    };
+                    convert_and_window(src, &plan.range_window, dst);
+                }
+                plan.range_fft.process_with_scratch(tile, &mut self.scratch);
+                corner_turn(tile, ns, &mut turned[t0..], nl);
+            }
+        }
+    }
+
+    /// Steps 1 to 4 for every channel of the job; step 1 only for the rows
+    /// not among the frame's first `rows_done` (the others were transformed
+    /// as they landed).
+    pub(super) fn run(&mut self, source: RawSource<'_>, rows_done: usize) {
+        self.transform_rows(source, rows_done, self.frame_rows());
+        let plan = &*self.plan;
+        let (nl, ns) = (plan.nl, plan.ns);
+        for c in 0..self.channels.len() {
+            // Steps 2 to 4 in place, a few range bins at a time, in a
+            // block small enough to stay in L1: clutter removal, Doppler
+            // window, Doppler FFT, and |X|^2 added into the float64 partial
+            // map.
+            let blk = DOPPLER_BLOCK.min(ns);
+            let spec = &mut self.spectra[c * nl * ns..(c + 1) * nl * ns];
+            for r0 in (0..ns).step_by(blk) {
+                let span = r0 * nl..(r0 + blk) * nl;
+                let block = &mut spec[span.clone()];
+                prepare_doppler(block, &plan.doppler_window, plan.clutter_removal);
+                plan.doppler_fft
+                    .process_with_scratch(block, &mut self.scratch);
+                accumulate_power(block, &mut self.power[span], c == 0);
+            }
+        }
+    }
+
+    /// Doppler spectrum value `X[p][r][k]` of a channel this job owns.
+    pub(super) fn spectrum(&self, p: usize, r: usize, k: usize) -> Complex32 {
+        let (nl, ns) = (self.plan.nl, self.plan.ns);
+        let c = p - self.channels.start;
+        self.spectra[(c * ns + r) * nl + k]
+    }
+}
+
+/// int16 I/Q (little-endian) to complex float32, times the range window.
+#[inline(never)]
+fn convert_and_window(src: &[u8], window: &[f32], dst: &mut [Complex32]) {
+    for ((x, s), &w) in dst
+        .iter_mut()
+        .zip(src.chunks_exact(SAMPLE_BYTES))
+        .zip(window)
+    {
+        let re = f32::from(i16::from_le_bytes([s[0], s[1]]));
+        let im = f32::from(i16::from_le_bytes([s[2], s[3]]));
+        *x = Complex32::new(re * w, im * w);
+    }
+}
+
+/// Corner turn of a tile `[t][r]` (rows of `ns`) into `turned`, `[r][l]`
+/// with rows of `nl`: `turned[r * nl + t] = tile[t * ns + r]` (`turned`
+/// starts at the tile's first loop), a run of tile-many loops per range bin.
+#[inline(never)]
+fn corner_turn(tile: &[Complex32], ns: usize, turned: &mut [Complex32], nl: usize) {
+    let loops = tile.len() / ns;
+    for r in 0..ns {
+        let dst = &mut turned[r * nl..r * nl + loops];
+        for (t, d) in dst.iter_mut().enumerate() {
+            *d = tile[t * ns + r];
+        }
+    }
+}
+
+/// Optional clutter removal (mean over `l`, accumulated in float64) and the
+/// Doppler window, on every `[r][l]` row.
+#[inline(never)]
+fn prepare_doppler(spec: &mut [Complex32], window: &[f32], clutter_removal: bool) {
+    let nl = window.len();
+    for x in spec.chunks_exact_mut(nl) {
+        if clutter_removal {
+            let (mut sr, mut si) = (0.0f64, 0.0f64);
+            for v in x.iter() {
+                sr += f64::from(v.re);
+                si += f64::from(v.im);
+            }
+            let mean = Complex32::new((sr / nl as f64) as f32, (si / nl as f64) as f32);
+            for v in x.iter_mut() {
+                *v -= mean;
+            }
+        }
+        for (v, &w) in x.iter_mut().zip(window) {
+            *v *= w;
+        }
+    }
+}
+
+/// `power (+)= |X|^2`, squares and sum in float64.
+#[inline(never)]
+fn accumulate_power(spec: &[Complex32], power: &mut [f64], first: bool) {
+    if first {
+        for (acc, v) in power.iter_mut().zip(spec) {
+            *acc = norm_sqr_f64(*v);
+        }
+    } else {
+        for (acc, v) in power.iter_mut().zip(spec) {
+            *acc += norm_sqr_f64(*v);
+        }
+    }
+}
+
+fn norm_sqr_f64(v: Complex32) -> f64 {
+    let (re, im) = (f64::from(v.re), f64::from(v.im));
+    re * re + im * im
+}
