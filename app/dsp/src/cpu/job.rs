@@ -167,7 +167,10 @@ impl ChannelJob {
                     convert_and_window(src, &plan.range_window, dst);
                 }
                 plan.range_fft.process_with_scratch(tile, &mut self.scratch);
-                corner_turn(tile, ns, &mut turned[t0..], nl);
+                // Without clutter removal the Doppler window goes on here,
+                // in the same pass (the same products as in step 3).
+                let window = (!plan.clutter_removal).then(|| &plan.doppler_window[t0..t1]);
+                corner_turn(tile, ns, &mut turned[t0..], nl, window);
             }
         }
     }
@@ -181,15 +184,17 @@ impl ChannelJob {
         let (nl, ns) = (plan.nl, plan.ns);
         for c in 0..self.channels.len() {
             // Steps 2 to 4 in place, a few range bins at a time, in a
-            // block small enough to stay in L1: clutter removal, Doppler
-            // window, Doppler FFT, and |X|^2 added into the float64 partial
-            // map.
+            // block small enough to stay in L1: clutter removal and the
+            // Doppler window (already on without clutter removal), Doppler
+            // FFT, and |X|^2 added into the float64 partial map.
             let blk = DOPPLER_BLOCK.min(ns);
             let spec = &mut self.spectra[c * nl * ns..(c + 1) * nl * ns];
             for r0 in (0..ns).step_by(blk) {
                 let span = r0 * nl..(r0 + blk) * nl;
                 let block = &mut spec[span.clone()];
-                prepare_doppler(block, &plan.doppler_window, plan.clutter_removal);
+                if plan.clutter_removal {
+                    remove_clutter_and_window(block, &plan.doppler_window);
+                }
                 plan.doppler_fft
                     .process_with_scratch(block, &mut self.scratch);
                 accumulate_power(block, &mut self.power[span], c == 0);
@@ -208,11 +213,9 @@ impl ChannelJob {
 /// int16 I/Q (little-endian) to complex float32, times the range window.
 #[inline(never)]
 fn convert_and_window(src: &[u8], window: &[f32], dst: &mut [Complex32]) {
-    for ((x, s), &w) in dst
-        .iter_mut()
-        .zip(src.chunks_exact(SAMPLE_BYTES))
-        .zip(window)
-    {
+    // Fixed-size samples: no bounds checks, so the loop vectorises.
+    let (samples, _) = src.as_chunks::<SAMPLE_BYTES>();
+    for ((x, s), &w) in dst.iter_mut().zip(samples).zip(window) {
         let re = f32::from(i16::from_le_bytes([s[0], s[1]]));
         let im = f32::from(i16::from_le_bytes([s[2], s[3]]));
         *x = Complex32::new(re * w, im * w);
@@ -221,34 +224,48 @@ fn convert_and_window(src: &[u8], window: &[f32], dst: &mut [Complex32]) {
 
 /// Corner turn of a tile `[t][r]` (rows of `ns`) into `turned`, `[r][l]`
 /// with rows of `nl`: `turned[r * nl + t] = tile[t * ns + r]` (`turned`
-/// starts at the tile's first loop), a run of tile-many loops per range bin.
+/// starts at the tile's first loop), a run of tile-many loops per range bin,
+/// times `window[t]` when given (the tile's part of the Doppler window).
 #[inline(never)]
-fn corner_turn(tile: &[Complex32], ns: usize, turned: &mut [Complex32], nl: usize) {
+fn corner_turn(
+    tile: &[Complex32],
+    ns: usize,
+    turned: &mut [Complex32],
+    nl: usize,
+    window: Option<&[f32]>,
+) {
     let loops = tile.len() / ns;
     for r in 0..ns {
         let dst = &mut turned[r * nl..r * nl + loops];
-        for (t, d) in dst.iter_mut().enumerate() {
-            *d = tile[t * ns + r];
+        match window {
+            Some(w) => {
+                for ((t, d), &w) in dst.iter_mut().enumerate().zip(w) {
+                    *d = tile[t * ns + r] * w;
+                }
+            }
+            None => {
+                for (t, d) in dst.iter_mut().enumerate() {
+                    *d = tile[t * ns + r];
+                }
+            }
         }
     }
 }
 
-/// Optional clutter removal (mean over `l`, accumulated in float64) and the
-/// Doppler window, on every `[r][l]` row.
+/// Step 2's clutter removal (mean over `l`, accumulated in float64) and
+/// step 3's Doppler window, on every `[r][l]` row.
 #[inline(never)]
-fn prepare_doppler(spec: &mut [Complex32], window: &[f32], clutter_removal: bool) {
+fn remove_clutter_and_window(spec: &mut [Complex32], window: &[f32]) {
     let nl = window.len();
     for x in spec.chunks_exact_mut(nl) {
-        if clutter_removal {
-            let (mut sr, mut si) = (0.0f64, 0.0f64);
-            for v in x.iter() {
-                sr += f64::from(v.re);
-                si += f64::from(v.im);
-            }
-            let mean = Complex32::new((sr / nl as f64) as f32, (si / nl as f64) as f32);
-            for v in x.iter_mut() {
-                *v -= mean;
-            }
+        let (mut sr, mut si) = (0.0f64, 0.0f64);
+        for v in x.iter() {
+            sr += f64::from(v.re);
+            si += f64::from(v.im);
+        }
+        let mean = Complex32::new((sr / nl as f64) as f32, (si / nl as f64) as f32);
+        for v in x.iter_mut() {
+            *v -= mean;
         }
         for (v, &w) in x.iter_mut().zip(window) {
             *v *= w;
