@@ -315,19 +315,26 @@ impl CpuBackend {
             w.home()?;
         }
 
-        // Sum the partial maps (float64), round once, fftshift to P[d][r].
+        // Sum the partial maps (float64) into the calling thread's, in
+        // thread order, then round once and fftshift to P[d][r], in 8 x 8
+        // blocks (the corner turn reads and writes whole cache lines).
         let (nl, ns) = (self.nl, self.ns);
+        let sum = &mut self.main_job.power;
+        for job in self.workers.iter().filter_map(|w| w.job.as_deref()) {
+            for (s, &p) in sum.iter_mut().zip(&job.power) {
+                *s += p;
+            }
+        }
         let half = nl / 2;
-        for r in 0..ns {
-            for k in 0..nl {
-                let mut s = self.main_job.power[r * nl + k];
-                for w in &self.workers {
-                    if let Some(job) = &w.job {
-                        s += job.power[r * nl + k];
+        const B: usize = 8;
+        for r0 in (0..ns).step_by(B) {
+            for k0 in (0..nl).step_by(B) {
+                for k in k0..(k0 + B).min(nl) {
+                    let d = (k + half) % nl;
+                    for r in r0..(r0 + B).min(ns) {
+                        self.power_map[d * ns + r] = sum[r * nl + k] as f32;
                     }
                 }
-                let d = (k + half) % nl;
-                self.power_map[d * ns + r] = s as f32;
             }
         }
         Ok(())

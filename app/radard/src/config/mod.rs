@@ -19,7 +19,7 @@
 //! [backend]
 //! kind = "auto"             # auto | cuda | cpu
 //! stream_chunks = true      # start each DMA chunk's work as it lands, when
-//!                           # the backend can (CUDA); false: whole frames
+//!                           # the backend can (CPU, CUDA); false: whole frames
 //! gpu_wait = "spin"         # spin | block | yield: how the loop waits for
 //!                           # the GPU (block: less CPU, a little more latency)
 //!
