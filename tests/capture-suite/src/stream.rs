@@ -197,10 +197,14 @@ fn chunk_event_phase(env: &Env, o: &Opts, out: &mut Outcome) -> Check<String> {
                     c.offset
                 );
                 chunk_slot = Some(c.slot);
-                // SAFETY: the chunk landed and was synced for the CPU before
-                // its event; the engine writes only later chunks of the slot.
-                let bytes = unsafe { std::slice::from_raw_parts(c.host_ptr, chunk) };
-                landed[c.offset..c.offset + chunk].copy_from_slice(bytes);
+                ensure!(
+                    c.bytes().len() == chunk && c.landed().len() == c.offset + chunk,
+                    "chunk {}: {} bytes, {} landed",
+                    c.chunk,
+                    c.bytes().len(),
+                    c.landed().len()
+                );
+                landed[c.offset..c.offset + chunk].copy_from_slice(c.bytes());
                 next_chunk += 1;
                 chunk_events += 1;
             }
