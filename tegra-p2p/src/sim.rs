@@ -471,17 +471,21 @@ impl FrameSource for SimSource {
             rng: SplitMix64(self.cfg.faults.seed ^ 0x5EED_F00D),
             spin_ns: self.cfg.spin_before.as_nanos().min(u64::MAX as u128) as u64,
         };
+        // The thread sets its own scheduling first and says what it got.
+        let priority = self.cfg.producer_priority;
+        let (told, scheduling) = std::sync::mpsc::sync_channel(1);
         let h = std::thread::Builder::new()
             .name("fpga-sim".into())
-            .spawn(move || producer.run())
+            .spawn(move || {
+                let _ = told.send(priority.map_or(ProducerScheduling::Inherited, set_fifo));
+                producer.run()
+            })
             .map_err(|e| Error::Memory {
                 op: "spawn simulator thread",
                 reason: e.to_string(),
             })?;
-        self.scheduling.set(match self.cfg.producer_priority {
-            None => ProducerScheduling::Inherited,
-            Some(priority) => set_fifo(&h, priority),
-        });
+        self.scheduling
+            .set(scheduling.recv().unwrap_or(ProducerScheduling::Inherited));
         self.producer = Some(h);
         self.timeout.set(params.event_timeout);
         self.state.set(RunState::Streaming);
@@ -623,16 +627,15 @@ impl FrameSource for SimSource {
     }
 }
 
-/// SCHED_FIFO at `priority` for the thread behind `h` (best effort).
-fn set_fifo(h: &JoinHandle<()>, priority: i32) -> ProducerScheduling {
-    use std::os::unix::thread::JoinHandleExt;
+/// SCHED_FIFO at `priority` for the calling thread (best effort).
+fn set_fifo(priority: i32) -> ProducerScheduling {
     // SAFETY: sched_param is plain integers, all-zero is valid (musl's has
     // more fields than glibc's, so no struct literal).
     let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
     param.sched_priority = priority;
-    // SAFETY: the handle is held, so its thread is not joined and its
-    // pthread_t is valid; param lives for the call.
-    let rc = unsafe { libc::pthread_setschedparam(h.as_pthread_t(), libc::SCHED_FIFO, &param) };
+    // SAFETY: param lives for the call; pthread_self is the calling thread.
+    // (pthread_setschedparam, not sched_setscheduler: musl's fails ENOSYS.)
+    let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
     if rc == 0 {
         ProducerScheduling::Fifo(priority)
     } else {

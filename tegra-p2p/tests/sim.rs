@@ -658,3 +658,42 @@ fn spin_pacing_keeps_the_cadence_and_the_bytes() {
     );
     s.stop().unwrap();
 }
+
+/// The producer runs at the SCHED_FIFO priority asked for (or says it was
+/// refused, without the privilege), and as its starter did when none is
+/// asked for; frames flow either way.
+#[test]
+fn the_producer_takes_the_priority_asked_for() {
+    let mut s = sim(4, SLOT, CHUNK, SimFaults::default());
+    assert_eq!(s.producer_scheduling(), ProducerScheduling::Inherited);
+    s.start(&fast()).unwrap();
+    assert_eq!(s.producer_scheduling(), ProducerScheduling::Inherited);
+    s.next_frame(Some(Duration::from_secs(5)))
+        .unwrap()
+        .release()
+        .unwrap();
+    s.stop().unwrap();
+    s.set_producer_priority(Some(3));
+    s.start(&fast()).unwrap();
+    match s.producer_scheduling() {
+        ProducerScheduling::Fifo(p) => assert_eq!(p, 3),
+        ProducerScheduling::Refused { priority, errno } => {
+            assert_eq!(
+                (priority, errno),
+                (3, libc::EPERM),
+                "only EPERM is expected"
+            );
+            println!("skipped: SCHED_FIFO refused here (no privilege)");
+        }
+        other => panic!("asked for SCHED_FIFO 3, got {other:?}"),
+    }
+    assert!(
+        s.producer_scheduling()
+            .to_string()
+            .contains("SCHED_FIFO priority 3")
+    );
+    s.next_frame(Some(Duration::from_secs(5)))
+        .unwrap()
+        .release()
+        .unwrap();
+}

@@ -206,9 +206,13 @@ impl<'c> RadardBuilder<'c> {
         unit.start(cfg, unit.chunk_streaming)
             .map_err(RadardError::Start)?;
         if let Some(s) = unit.simulator_scheduling() {
-            note(&format!(
-                "simulator: producer thread at {s} (the FPGA's stand-in runs above the loop)"
-            ));
+            let why = match s {
+                tegra_p2p::ProducerScheduling::Fifo(_) => {
+                    " (above the loop: the FPGA it stands for takes no CPU)"
+                }
+                _ => "",
+            };
+            note(&format!("simulator: producer thread at {s}{why}"));
         }
         note(&format!(
             "streaming {} from {} (frame period {}), Ctrl-C stops",
