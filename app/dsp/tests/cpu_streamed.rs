@@ -4,10 +4,12 @@
 //! give the same bits as the same frames processed whole, on 1 to 3
 //! threads, and the backend says which frames finished from their chunks.
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use radar_dsp::scene::{Scene, SceneGenerator, Target};
+use common::{frame, random_scene};
 use radar_dsp::{Backend, ChainConfig, CpuBackend, Detections, FrameInput, SlotFrame};
 
 /// How a frame's chunks land before it is processed.
@@ -40,27 +42,9 @@ const LANDINGS: [Landing; 7] = [
     Landing::OvertakenByAnother,
 ];
 
+/// A frame of a random scene of up to 10 targets.
 fn random_frame(cfg: &ChainConfig, rng: &mut ChaCha8Rng, seed: u64) -> Vec<u8> {
-    let g = &cfg.geometry;
-    let targets = (0..rng.random_range(0..=10))
-        .map(|_| {
-            Target::at_bins(
-                cfg,
-                rng.random_range(1.0..(g.n_samples as f64 - 1.0)),
-                rng.random_range(0.0..(g.n_loops as f64 - 0.001)),
-                rng.random_range(-70.0..70.0),
-                rng.random_range(-30.0..10.0),
-            )
-        })
-        .collect();
-    let scene = Scene {
-        noise_rms_lsb: rng.random_range(4.0..64.0),
-        targets,
-    };
-    let generator = SceneGenerator::new(cfg, &scene, seed).expect("scene");
-    let mut buf = vec![0u8; g.frame_bytes()];
-    generator.frame_into(seed, &mut buf).expect("frame");
-    buf
+    frame(cfg, &random_scene(cfg, rng, 10), seed)
 }
 
 /// `process` of `bytes` as frame `slot`; the detections and the power map.

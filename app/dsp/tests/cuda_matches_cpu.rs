@@ -6,8 +6,12 @@
 //! passes (CI has no GPU), unless RADAR_REQUIRE_CUDA=1, which turns the skip
 //! into a failure so the GPU machine cannot skip silently.
 
-use rand::{Rng, SeedableRng};
+mod common;
+
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+
+use common::{frame, random_scene};
 
 use radar_dsp::backend::{Backend, FrameInput, SlotAddr, SlotFrame};
 use radar_dsp::config::ChainConfig;
@@ -15,7 +19,6 @@ use radar_dsp::cpu::CpuBackend;
 use radar_dsp::cuda::{CudaBackend, CudaOptions, MappedHostBuffer, Mapping, probe};
 use radar_dsp::detection::Detections;
 use radar_dsp::error::DspError;
-use radar_dsp::scene::{Scene, SceneGenerator, Target};
 
 /// Counts heap allocations per thread, to show that processing a frame
 /// allocates nothing once the backend is built.
@@ -76,33 +79,6 @@ struct Worst {
     db: f64,
     power_rel_norm: f64,
     power_rel_cell: f64,
-}
-
-fn random_scene(cfg: &ChainConfig, rng: &mut ChaCha8Rng, max_targets: usize) -> Scene {
-    let g = &cfg.geometry;
-    let n = rng.random_range(0..=max_targets);
-    let targets = (0..n)
-        .map(|_| {
-            Target::at_bins(
-                cfg,
-                rng.random_range(1.0..(g.n_samples as f64 - 1.0)),
-                rng.random_range(0.0..(g.n_loops as f64 - 0.001)),
-                rng.random_range(-70.0..70.0),
-                rng.random_range(-32.0..12.0),
-            )
-        })
-        .collect();
-    Scene {
-        noise_rms_lsb: rng.random_range(4.0..64.0),
-        targets,
-    }
-}
-
-fn frame(cfg: &ChainConfig, scene: &Scene, seed: u64) -> Vec<u8> {
-    let generator = SceneGenerator::new(cfg, scene, seed).expect("scene");
-    let mut buf = vec![0u8; cfg.geometry.frame_bytes()];
-    generator.frame_into(seed, &mut buf).expect("frame");
-    buf
 }
 
 /// Compare one frame's results; `what` names the frame in messages.

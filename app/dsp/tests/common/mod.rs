@@ -3,6 +3,8 @@
 
 use radar_dsp::scene::{Scene, SceneGenerator, Target, TargetTruth};
 use radar_dsp::{Backend, ChainConfig, CpuBackend, Detection, Detections, FrameInput};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
 
 /// Generate frame `index` of `targets` (noise 32 LSB) and run it through `backend`.
 pub fn detect(
@@ -67,4 +69,34 @@ pub fn stats(v: &[f64]) -> (f64, f64, f64) {
     let rms = (v.iter().map(|x| x * x).sum::<f64>() / n).sqrt();
     let max = v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
     (mean, rms, max)
+}
+
+/// Up to `max_targets` targets anywhere in the bins, at random speeds,
+/// angles and SNRs, over random noise.
+pub fn random_scene(cfg: &ChainConfig, rng: &mut ChaCha8Rng, max_targets: usize) -> Scene {
+    let g = &cfg.geometry;
+    let n = rng.random_range(0..=max_targets);
+    let targets = (0..n)
+        .map(|_| {
+            Target::at_bins(
+                cfg,
+                rng.random_range(1.0..(g.n_samples as f64 - 1.0)),
+                rng.random_range(0.0..(g.n_loops as f64 - 0.001)),
+                rng.random_range(-70.0..70.0),
+                rng.random_range(-32.0..12.0),
+            )
+        })
+        .collect();
+    Scene {
+        noise_rms_lsb: rng.random_range(4.0..64.0),
+        targets,
+    }
+}
+
+/// Frame `seed` of `scene`, generated with `seed`.
+pub fn frame(cfg: &ChainConfig, scene: &Scene, seed: u64) -> Vec<u8> {
+    let generator = SceneGenerator::new(cfg, scene, seed).expect("scene");
+    let mut buf = vec![0u8; cfg.geometry.frame_bytes()];
+    generator.frame_into(seed, &mut buf).expect("frame");
+    buf
 }
