@@ -38,7 +38,8 @@ pub struct Cli {
     /// (backend.stream_chunks = false).
     #[arg(long, global = true)]
     pub whole_frames: bool,
-    /// What the FPGA sends: scene (synthetic radar frames) or test-pattern.
+    /// What the FPGA sends: adc (the radar front end), scene (synthetic radar frames played
+    /// back) or test-pattern (verified byte by byte, no DSP).
     #[arg(long, global = true)]
     pub content: Option<Content>,
     /// Stop after this many frames (default: run until SIGINT/SIGTERM).

@@ -219,6 +219,7 @@ impl<'c> RadardBuilder<'c> {
             match cfg.source.content {
                 crate::config::Content::Scene => "scene playback",
                 crate::config::Content::TestPattern => "test pattern",
+                crate::config::Content::Adc => "the front end's ADC frames",
             },
             unit.source.as_dyn().name(),
             cfg.frame_period()

@@ -151,3 +151,21 @@ fn decode_record_prints_a_detections_line_and_names_a_bad_file() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_front_end_on_the_simulator_is_refused_with_the_key() {
+    // The simulator has no radar front end: a configuration error (exit 2)
+    // naming the key, before anything starts.
+    let o = radard(&["--content", "adc", "--frames", "1"]);
+    let e = refused(&o, 2);
+    assert!(
+        e.contains("source.content: adc is the card's front end"),
+        "{e}"
+    );
+    let o = radard(&["--content", "front-end", "--frames", "1"]);
+    let e = refused(&o, 2);
+    assert!(
+        e.contains("unknown content \"front-end\" (adc, scene, test-pattern)"),
+        "{e}"
+    );
+}

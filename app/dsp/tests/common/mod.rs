@@ -17,6 +17,7 @@ pub fn detect(
     let scene = Scene {
         noise_rms_lsb: 32.0,
         targets,
+        frame_period_s: None,
     };
     let generator = SceneGenerator::new(cfg, &scene, seed).expect("valid scene");
     let (frame, stats) = generator.frame(index);

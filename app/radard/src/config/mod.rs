@@ -6,7 +6,7 @@
 //! kind = "sim"              # sim | kmod | replay
 //! device = 0                # /dev/fpga-p2p<device> (kmod)
 //! slots = 4                 # ring slots, >= 2
-//! content = "scene"         # scene (synthetic radar frames) | test-pattern
+//! content = "scene"         # adc (the front end) | scene (synthetic radar frames) | test-pattern
 //! chunk_period_us = 500     # 16 chunks x 500 us = one frame per 8 ms
 //! # chunk_period_ns = 62500 # finer; overrides chunk_period_us (1 ms frames)
 //! event_timeout_ms = 1000
@@ -336,6 +336,14 @@ impl RadardConfig {
             return Err(ConfigError::Invalid {
                 key: "source.event_timeout_ms",
                 reason: "must be at least 1".into(),
+            });
+        }
+        if s.content == Content::Adc && s.kind == SourceKind::Sim {
+            return Err(ConfigError::Invalid {
+                key: "source.content",
+                reason: "adc is the card's front end (source.kind = \"kmod\", or a recording \
+                         with \"replay\"); the simulator has none: use scene"
+                    .into(),
             });
         }
         if s.content == Content::Scene && s.scene_frames == 0 {

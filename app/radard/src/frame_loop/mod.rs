@@ -301,7 +301,7 @@ pub fn run(
                         line.skipped = Some(DropReason::Crc);
                     }
                 }
-                Content::Scene => {
+                Content::Scene | Content::Adc => {
                     if let Some(b) = backend.as_deref_mut() {
                         let input = FrameInput {
                             bytes: frame.data(),
@@ -384,14 +384,10 @@ pub fn run(
                 snap.consecutive_good += 1;
             }
             let list: &[radar_dsp::Detection] = match opts.content {
-                Content::Scene => &dets.list,
+                Content::Scene | Content::Adc => &dets.list,
                 Content::TestPattern => &[],
             };
-            let cut = if opts.content == Content::Scene {
-                dets.cut
-            } else {
-                0
-            };
+            let cut = if opts.content.is_radar() { dets.cut } else { 0 };
             let l = &mut snap.latest;
             l.sequence = meta.sequence;
             l.timestamp_ns = meta.timestamp_ns;
@@ -427,7 +423,7 @@ pub fn run(
                 }
             }
             if opts.power_map_every > 0
-                && opts.content == Content::Scene
+                && opts.content.is_radar()
                 && snap.frames_processed % u64::from(opts.power_map_every) == 0
                 && let Some(b) = backend.as_deref_mut()
                 && b.power_map(ctx.power_raw).is_ok()
