@@ -10,7 +10,7 @@ use std::path::Path;
 use radar_stats::Percentiles;
 use serde::Serialize;
 
-use crate::config::{Content, RadardConfig};
+use crate::config::{Content, RadardConfig, SinkKind};
 use crate::error::{RadardError, RunEnd};
 use crate::frame_loop::LoopEnd;
 use crate::runner::RunReport;
@@ -102,6 +102,23 @@ pub struct SinkSummary {
     pub sent: u64,
     pub queue_full: u64,
     pub errors: u64,
+    /// Why the sink could not be created at start (None: it was).
+    pub down_at_start: Option<String>,
+    /// Still down at the end.
+    pub down: bool,
+    /// An asterix sink's datagram counters (docs/asterix.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asterix: Option<AsterixCounters>,
+}
+
+/// What an asterix sink sent.
+#[derive(Debug, Serialize)]
+pub struct AsterixCounters {
+    pub datagrams: u64,
+    pub records: u64,
+    pub split_frames: u64,
+    pub send_errors: u64,
+    pub clamped: u64,
 }
 
 /// The source's own counters (the kernel module's, or the simulator's).
@@ -197,11 +214,23 @@ impl Summary {
                 .sink_names
                 .iter()
                 .zip(&snap.sinks)
-                .map(|(n, c)| SinkSummary {
+                .enumerate()
+                .map(|(i, (n, c))| SinkSummary {
                     name: n.clone(),
                     sent: c.sent,
                     queue_full: c.queue_full,
                     errors: c.errors,
+                    down_at_start: r.sinks_down_at_start.get(i).cloned().flatten(),
+                    down: c.down != 0,
+                    asterix: (SinkKind::from_code(c.kind) == Some(SinkKind::Asterix)).then_some(
+                        AsterixCounters {
+                            datagrams: c.datagrams,
+                            records: c.records,
+                            split_frames: c.split_frames,
+                            send_errors: c.send_errors,
+                            clamped: c.clamped,
+                        },
+                    ),
                 })
                 .collect(),
             source_counters: r.source_counters.map(|c| SourceCounters {
@@ -315,11 +344,30 @@ impl fmt::Display for Summary {
             s.watchdog_pings
         )?;
         for (i, k) in s.sinks.iter().enumerate() {
-            writeln!(
+            write!(
                 out,
                 "summary: sink[{i}] {} sent={} queue_full={} errors={}",
                 k.name, k.sent, k.queue_full, k.errors
             )?;
+            if let Some(a) = &k.asterix {
+                write!(
+                    out,
+                    " datagrams={} records={} split_frames={} send_errors={} clamped={}",
+                    a.datagrams, a.records, a.split_frames, a.send_errors, a.clamped
+                )?;
+            }
+            match (&k.down_at_start, k.down) {
+                (_, true) => write!(out, " state=DOWN (degraded)")?,
+                (Some(_), false) => write!(out, " state=up (down at start)")?,
+                (None, false) => {}
+            }
+            writeln!(out)?;
+            if let Some(why) = &k.down_at_start {
+                writeln!(
+                    out,
+                    "summary: sink[{i}] could not be created at start: {why}"
+                )?;
+            }
         }
         if let Some(c) = &s.source_counters {
             writeln!(

@@ -44,12 +44,15 @@
 //! command = []              # e.g. ["/usr/bin/mark-good"]; run once, after the file
 //!
 //! [[sink]]                  # any number of sinks (docs/detections-format.md)
-//! kind = "jsonl"            # jsonl | udp | fpga
+//! kind = "jsonl"            # jsonl | udp | fpga | asterix
 //! path = "/var/lib/radard/detections.jsonl"
 //! rotate_bytes = 67108864   # start a new file past this size; 0 = never
 //! keep = 4                  # rotated files kept (path.1 .. path.K)
 //! # kind = "udp", address = "192.168.1.10:5005"
 //! # kind = "fpga"           # the FPGA's transmit channel (board/fpga/detections-record.md)
+//! # kind = "asterix", address = "239.10.10.10:8600", sac = 0, sic = 1,
+//! #   max_datagram = 1400, multicast_ttl = 1, multicast_loop = true
+//! #                         # CAT-010 target reports (docs/asterix.md)
 //!
 //! [simulator]               # fault injection of --source sim (tests)
 //! drop_every = 0            # drop every Nth frame at the source
@@ -94,7 +97,10 @@ use crate::rt::RtConfig;
 use crate::telemetry::TelemetryConfig;
 
 pub use error::ConfigError;
-pub use sink::{SINK_KINDS, SinkArgError, SinkConfig, SinkKind};
+pub use sink::{
+    DEFAULT_MAX_DATAGRAM, DEFAULT_SAC, DEFAULT_SIC, MAX_MAX_DATAGRAM, MIN_MAX_DATAGRAM, SINK_KINDS,
+    SinkArgError, SinkConfig, SinkKind, resolve,
+};
 pub use source::{Content, ReplayRate, SourceConfig, SourceKind};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -484,6 +490,42 @@ mod tests {
             (
                 "[[sink]]\nkind = \"fpga\"\n[[sink]]\nkind = \"udp\"\naddress = \"1.2.3.4:99999\"",
                 "sink[1].address",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nsac = 256",
+                "sink[0].sac: 256 is out of range",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nsic = -1",
+                "sink[0].sic: -1 is out of range",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"no.such.host.invalid:8600\"",
+                "sink[0].address",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"",
+                "sink[0].address: a asterix sink needs an address",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nmax_datagram = 23",
+                "sink[0].max_datagram: 23 bytes is too small for one record",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nmax_datagram = 70000",
+                "sink[0].max_datagram",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nmulticast_ttl = 2",
+                "sink[0].multicast_ttl: \"127.0.0.1:8600\" is not a multicast group",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"239.0.0.1:8600\"\nmulticast_ttl = 300",
+                "sink[0].multicast_ttl: 300 is more than 255",
+            ),
+            (
+                "[[sink]]\nkind = \"udp\"\naddress = \"127.0.0.1:8600\"\nsic = 1",
+                "sink[0].sic: only an asterix sink takes sic",
             ),
             ("[loop]\npolicy = \"fastest\"", "policy"),
             ("[health]\ngood_frames = 0", "health.good_frames"),

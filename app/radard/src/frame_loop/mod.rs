@@ -238,6 +238,7 @@ pub fn run(
             }
         };
         let t_event = monotonic_ns();
+        let utc_ns = crate::wall_clock::utc_of_monotonic(t_event);
         let meta = *frame.meta();
         // Capture time on the host clock: the simulator stamps frames with
         // CLOCK_MONOTONIC; a stamp from another clock (in the future, or
@@ -397,7 +398,14 @@ pub fn run(
             l.cut = cut + (list.len() - kept) as u32;
             l.detections[..kept].copy_from_slice(&list[..kept]);
             if let Some(feed) = ctx.feed {
-                feed.push(meta.sequence, meta.timestamp_ns, latency, list, cut);
+                let stamp = crate::sinks::FrameStamp {
+                    sequence: meta.sequence,
+                    timestamp_ns: meta.timestamp_ns,
+                    utc_ns,
+                    time_source: crate::wall_clock::TimeSource::FrameEvent,
+                    latency_ns: latency,
+                };
+                feed.push(&stamp, list, cut);
             }
             if let Some(f) = ctx.fpga.as_deref_mut() {
                 crate::sinks::detections_record::encode(
