@@ -29,7 +29,6 @@ pub struct AsterixSetup {
 /// An open ASTERIX sink: a connected UDP socket and a datagram buffer.
 pub struct AsterixSender {
     socket: UdpSocket,
-    to: SocketAddr,
     sac: u8,
     sic: u8,
     descriptor: Descriptor,
@@ -71,7 +70,6 @@ impl AsterixSender {
             .map_err(|e| format!("{:?}: {e}", s.address))?;
         Ok(AsterixSender {
             socket,
-            to,
             sac: s.sac,
             sic: s.sic,
             descriptor: Descriptor {
@@ -86,11 +84,6 @@ impl AsterixSender {
                 )
             ],
         })
-    }
-
-    /// Where the datagrams go.
-    pub fn destination(&self) -> SocketAddr {
-        self.to
     }
 
     /// Sends a frame's detections as target reports; a frame without any
@@ -241,6 +234,35 @@ mod tests {
         let mut tx = AsterixSender::open(&setup).expect("open");
         let sent = tx.send_frame(&frame(3));
         assert_eq!((sent.datagrams, sent.records), (3, 3));
+    }
+
+    /// To a multicast group: the TTL and loop keys are applied, and a
+    /// receiver on this host that joined the group gets the datagrams (loop
+    /// on). Needs a route for the group (the default route does).
+    #[test]
+    fn multicast_groups_get_the_datagrams_with_the_ttl_asked() {
+        use std::net::Ipv4Addr;
+        let group = Ipv4Addr::new(239, 255, 10, 10);
+        let rx = UdpSocket::bind("0.0.0.0:0").expect("bind");
+        rx.join_multicast_v4(&group, &Ipv4Addr::UNSPECIFIED)
+            .expect("join the group");
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .expect("timeout");
+        let port = rx.local_addr().expect("addr").port();
+        let setup = AsterixSetup {
+            address: format!("{group}:{port}"),
+            multicast_ttl: Some(3),
+            ..AsterixSetup::default()
+        };
+        let mut tx = AsterixSender::open(&setup)
+            .unwrap_or_else(|e| panic!("{e} (no route for {group}: this host needs one)"));
+        assert_eq!(tx.socket.multicast_ttl_v4().ok(), Some(3));
+        assert_eq!(tx.socket.multicast_loop_v4().ok(), Some(true));
+        assert_eq!(tx.send_frame(&frame(2)).datagrams, 1);
+        let mut buf = [0u8; 256];
+        let n = rx.recv(&mut buf).expect("the group's datagram");
+        assert_eq!(n, 3 + 2 * 20);
+        assert_eq!(buf[..3], [10, 0, 43]);
     }
 
     /// A closed port: the sends fail and are counted, nothing panics.
