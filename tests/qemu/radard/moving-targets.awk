@@ -8,8 +8,9 @@
 #
 # truth: one line per target per recording frame, "FRAME RANGE_M
 # VELOCITY_MPS AZIMUTH_DEG IN_VIEW(0|1)". Prints "frames=N targets=T
-# found=F missed=M moved=D" (D: metres the first target moved between the
-# first and last frame checked) and the first miss; exits 1 unless every
+# found=F missed=M moved=D" (D: the span in metres of the first target's
+# ranges over the frames checked: how far it was seen to move) and the
+# first miss; exits 1 unless every
 # target in view was found in every frame and there was at least one frame.
 # Runs on busybox awk (the QEMU guest).
 function abs(x) { return x < 0 ? -x : x }
@@ -51,12 +52,12 @@ BEGIN {
 		if (hit) found++
 		else if (!missed++) first = sprintf("target %d of recording frame %d (%g m, %g m/s, %g deg) missing in: %s", t, fr, R[fr, t], V[fr, t], A[fr, t], substr($0, 1, 200))
 	}
-	if (checked == 1) r_first = R[fr, 1]
-	r_last = R[fr, 1]
+	if (checked == 1 || R[fr, 1] < r_min) r_min = R[fr, 1]
+	if (checked == 1 || R[fr, 1] > r_max) r_max = R[fr, 1]
 }
 END {
 	if (bad) exit 1
-	printf "frames=%d targets=%d found=%d missed=%d moved=%.2f\n", checked, targets, found + 0, missed + 0, abs(r_last - r_first)
+	printf "frames=%d targets=%d found=%d missed=%d moved=%.2f\n", checked, targets, found + 0, missed + 0, r_max - r_min
 	if (missed) print first
 	exit (checked > 0 && missed == 0) ? 0 : 1
 }

@@ -91,6 +91,7 @@ pub fn random_scene(cfg: &ChainConfig, rng: &mut ChaCha8Rng, max_targets: usize)
     Scene {
         noise_rms_lsb: rng.random_range(4.0..64.0),
         targets,
+        frame_period_s: None,
     }
 }
 
