@@ -238,8 +238,11 @@ impl ServiceReporter {
     /// with the run's figures as its last STATUS (`systemctl status`).
     pub fn finish(&mut self, snap: &StatusSnapshot) -> ServiceFigures {
         self.interval(snap);
+        // The periodic STATUS's fields first, so readers of those still
+        // parse it.
         let status = format!(
-            "stopping: {} processed, {} deadline misses, {} dropped, {} sequence errors",
+            "stopping: {:.1} frames/s, {} processed, {} deadline misses, {} dropped, {} sequence errors",
+            snap.rate_hz,
             snap.frames_processed,
             snap.deadline_misses,
             snap.dropped_total(),
