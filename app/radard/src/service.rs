@@ -258,10 +258,21 @@ impl ServiceReporter {
         }
     }
 
-    /// The summary's figures at the end; tells systemd the service stops.
+    /// The summary's figures at the end; tells systemd the service stops,
+    /// with the run's figures as its last STATUS (`systemctl status`).
     pub fn finish(&mut self, snap: &StatusSnapshot) -> ServiceFigures {
         self.interval(snap);
-        let _ = sd_notify::notify(&[NotifyState::Stopping]);
+        // The periodic STATUS's fields first, so readers of those still
+        // parse it.
+        let status = format!(
+            "stopping: {:.1} frames/s, {} processed, {} deadline misses, {} dropped, {} sequence errors",
+            snap.rate_hz,
+            snap.frames_processed,
+            snap.deadline_misses,
+            snap.dropped_total(),
+            snap.sequence_errors
+        );
+        let _ = sd_notify::notify(&[NotifyState::Stopping, NotifyState::Status(&status)]);
         self.figures
     }
 }

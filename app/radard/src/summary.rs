@@ -36,6 +36,11 @@ pub struct Summary {
     pub content: String,
     pub end: String,
     pub policy: String,
+    /// Stopped by SIGTERM or SIGINT (exit 0 whatever the quality below).
+    pub stopped_by_signal: bool,
+    /// The loop ended on an error (exit status 1; `end` says which).
+    #[serde(skip)]
+    loop_failed: bool,
     /// Frames processed.
     pub frames: u64,
     /// The ledger: produced = processed + dropped by reason.
@@ -180,6 +185,8 @@ impl Summary {
                 Err(e) => format!("error: {e}"),
             },
             policy: format!("{:?}", cfg.frame_loop.policy),
+            stopped_by_signal: matches!(r.result, Ok(LoopEnd::StopRequested)),
+            loop_failed: r.result.is_err(),
             frames: snap.frames_processed,
             frames_produced: snap.frames_produced,
             dropped: Dropped {
@@ -256,13 +263,21 @@ impl Summary {
         }
     }
 
-    /// Clean: no payload error, sequence break or deadline miss.
+    /// Clean: no payload error, sequence break or deadline miss. A run
+    /// stopped by a signal is `Stopped` either way: the stop is not the
+    /// run's failure, and its quality is in the figures.
     pub fn run_end(&self) -> RunEnd {
-        if self.payload_errors == 0 && self.sequence_errors == 0 && self.deadline_misses == 0 {
+        if self.stopped_by_signal {
+            RunEnd::Stopped
+        } else if self.quality_clean() {
             RunEnd::Clean
         } else {
             RunEnd::WithErrors
         }
+    }
+
+    fn quality_clean(&self) -> bool {
+        self.payload_errors == 0 && self.sequence_errors == 0 && self.deadline_misses == 0
     }
 
     /// Writes the JSON (pretty, one trailing newline) to `path`.
@@ -409,6 +424,26 @@ impl fmt::Display for Summary {
                 "summary: steal={steal:.1}ms (CPU time the hypervisor took)"
             )?;
         }
+        let quality = if s.quality_clean() {
+            "clean".to_string()
+        } else {
+            format!(
+                "{} deadline misses, {} payload errors, {} sequence errors",
+                s.deadline_misses, s.payload_errors, s.sequence_errors
+            )
+        };
+        // A loop that failed exits as its error says (RadardError::Loop: 1).
+        let (status, why) = match s.run_end() {
+            _ if s.loop_failed => (1, "the loop's error"),
+            RunEnd::Stopped => (0, "stopped by signal"),
+            RunEnd::Clean => (0, "clean run"),
+            RunEnd::WithErrors => (3, "frame limit reached with errors"),
+        };
+        debug_assert!(s.loop_failed || status == s.run_end().exit_code());
+        writeln!(
+            out,
+            "summary: quality {quality}; exit status {status} ({why})"
+        )?;
         Ok(())
     }
 }

@@ -1,5 +1,7 @@
 //! The configuration file of `radard` (TOML). Every section is optional and
 //! has defaults; unknown keys are refused; every error names the key.
+//! `files` finds and merges the files: `/etc/radard/radard.toml` (or
+//! `RADARD_CONFIG`, or `--config`) and its drop-ins `radard.toml.d/*.toml`.
 //!
 //! ```toml
 //! [source]
@@ -83,10 +85,11 @@
 //! `--sink`).
 
 mod error;
+mod files;
 mod sink;
 mod source;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use radar_dsp::config::ChainParams;
 use radar_dsp::cuda::{CudaOptions, GpuWait};
@@ -97,6 +100,7 @@ use crate::rt::RtConfig;
 use crate::telemetry::TelemetryConfig;
 
 pub use error::ConfigError;
+pub use files::{BaseChoice, CONFIG_ENV, ConfigSources, DEFAULT_CONFIG_PATH};
 pub use sink::{
     DEFAULT_MAX_DATAGRAM, DEFAULT_SAC, DEFAULT_SIC, MAX_MAX_DATAGRAM, MIN_MAX_DATAGRAM, SINK_KINDS,
     SinkArgError, SinkConfig, SinkKind, resolve,
@@ -240,26 +244,29 @@ pub struct RadardConfig {
 }
 
 impl RadardConfig {
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::parse(&text, &path.display().to_string())
-    }
-
     /// Parse and validate; `origin` names the text in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let cfg: RadardConfig = toml::from_str(text).map_err(|e| {
-            // A `[[sink]]` table that makes no sink is named by its index
-            // and key, as the checks of `validate` name theirs.
-            sink::first_bad_table(text).unwrap_or_else(|| ConfigError::Parse {
-                path: origin.to_string(),
-                message: e.to_string().trim_end().to_string(),
-            })
-        })?;
+        let cfg = Self::parse_unvalidated(text, origin)?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// Parse only: syntax, types and known keys (a drop-in on its own).
+    pub fn parse_unvalidated(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            // A `[[sink]]` table that makes no sink is named by its index
+            // and key, as the checks of `validate` name theirs.
+            match sink::first_bad_table(text) {
+                Some(bad) => ConfigError::InFile {
+                    files: origin.to_string(),
+                    inner: Box::new(bad),
+                },
+                None => ConfigError::Parse {
+                    path: origin.to_string(),
+                    message: e.to_string().trim_end().to_string(),
+                },
+            }
+        })
     }
 
     pub fn chain_config(&self) -> ChainConfig {
