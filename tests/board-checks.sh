@@ -17,7 +17,7 @@
 #            radard's default configuration path is where the recipe
 #            installs radard.toml;
 #   service  radard.service against radard.toml (tests/board/service-permits.py):
-#            the configuration enables JSONL and the diagnostics link, the
+#            the configuration enables ASTERIX, JSONL and the diagnostics link, the
 #            unit permits each (data directory writable, the UART allowed
 #            with its group, AF_INET and the destination of each network
 #            output) and nothing else (no other address family, device or

@@ -3,8 +3,9 @@
 (tests/board-checks.sh, check "service").
 
 Reads `radard --print-config` of the board's radard.toml on stdin and checks:
-  - the configuration enables the outputs the unit ships with: a JSONL
-    sink on the data partition and the diagnostics link on a UART;
+  - the configuration enables the outputs the unit ships with: ASTERIX
+    over UDP, a JSONL sink on the data partition and the diagnostics link
+    on a UART;
   - the unit permits each: the JSONL directory writable (ReadWritePaths=,
     made by the tmpfiles.d entry, owned by radar, on the data partition);
     the UART allowed (DeviceAllow=PORT rw) and its group (dialout) given;
@@ -81,6 +82,11 @@ def main():
     sinks = cfg.get("sink", [])
 
     # --- writable paths: the JSONL directories ---------------------------
+    asterix = [s for s in sinks if s.get("kind") == "asterix"]
+    if asterix:
+        ok(f"the configuration enables ASTERIX ({', '.join(s['address'] for s in asterix)})")
+    else:
+        bad("the configuration has no asterix [[sink]]: the unit ships with its ASTERIX output")
     jsonl = [s for s in sinks if s.get("kind") == "jsonl"]
     if jsonl:
         ok(f"the configuration enables JSONL ({', '.join(s['path'] for s in jsonl)})")
