@@ -33,6 +33,10 @@ pub enum Error {
         event_bytes: u32,
         expected_event_bytes: u32,
     },
+    /// A signal arrived while waiting for an event (a slot release the wait
+    /// carried was done); waiting again is safe.
+    #[error("{device}: wait interrupted by a signal")]
+    Interrupted { device: Arc<str> },
     /// No event arrived within the event timeout.
     #[error("{device}: no event within {timeout_ms} ms")]
     Timeout { device: Arc<str>, timeout_ms: u32 },

@@ -185,6 +185,10 @@ impl Device {
                 device: self.name.clone(),
                 timeout_ms: w.timeout_ms,
             }),
+            // The module releases before it waits: the release is done.
+            Err(Errno::EINTR) => Err(Error::Interrupted {
+                device: self.name.clone(),
+            }),
             Err(e) => Err(self.err("WAIT", e)),
         }
     }

@@ -348,7 +348,8 @@ pub trait FrameSource: SlotRelease {
     fn stop(&mut self) -> Result<()>;
     /// Waits for the next event; `timeout` None = the start's event timeout.
     /// Revocation and engine faults are errors ([`crate::Error::Revoked`],
-    /// [`crate::Error::Fault`]); so is a timeout.
+    /// [`crate::Error::Fault`]); so is a timeout, and a wait a signal
+    /// interrupted ([`crate::Error::Interrupted`]: wait again).
     fn next_event(&self, timeout: Option<Duration>) -> Result<Event<'_>>;
     /// Waits for the next frame, passing over chunk and transmit events.
     fn next_frame(&self, timeout: Option<Duration>) -> Result<Frame<'_>> {

@@ -79,6 +79,8 @@ pub fn record_frames(
     while recorded.frames < frames && !stop.load(Ordering::Relaxed) {
         let frame = match source.as_dyn().next_frame(None) {
             Ok(f) => f,
+            // SIGINT/SIGTERM during the wait: the loop condition decides.
+            Err(tegra_p2p::Error::Interrupted { .. }) => continue,
             Err(e) => {
                 result = Err(e.into());
                 break;

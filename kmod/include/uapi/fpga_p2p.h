@@ -40,7 +40,8 @@
  *   EAGAIN     read() with O_NONBLOCK and no event queued
  *   ETIMEDOUT  read() or WAIT: no event within the timeout; STOP: the
  *              engine did not stop within 500 ms (counted in dma_timeouts)
- *   EINTR      interrupted by a signal
+ *   EINTR      interrupted by a signal (WAIT: a release it carried was
+ *              done before the wait began)
  * poll(): EPOLLIN when events are queued; EPOLLERR while a ring of the file is
  * revoked or faulted or the device is gone; EPOLLHUP when the device is gone.
  */

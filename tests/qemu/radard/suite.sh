@@ -18,7 +18,8 @@
 #    where that frame of the recording has them.
 # 3. Revocation mid-run (nvp2p_shim's revoke knob): radard ends with exit
 #    status 1 and "ring memory was revoked".
-# 4. SIGKILL mid-run; afterwards a new radard run on the same device works.
+# 4. SIGTERM mid-run, three times: exit 0, "stopped by signal".
+# 5. SIGKILL mid-run; afterwards a new radard run on the same device works.
 # The harness then unloads the modules (nothing may hold them) and counts
 # kernel reports on the console (lockdep, KASAN, DMA-API, kmemleak).
 #
@@ -232,6 +233,30 @@ elif start_bg revoke 10; then
 		wait_for "! kill -0 $pid 2>/dev/null" 10 && wait "$pid" 2>/dev/null
 	fi
 fi
+
+# SIGTERM while streaming, three times: the loop spends most of its time in
+# the module's WAIT, which the signal interrupts (EINTR); a clean stop all
+# the same: exit 0 and the summary's "stopped by signal".
+term_stops=0
+for i in 1 2 3; do
+	start_bg "term$i" 5 || break
+	kill -TERM "$pid"
+	if wait_for "! kill -0 $pid 2>/dev/null" 30; then
+		wait "$pid"
+		rc=$?
+	else
+		failed "SIGTERM: radard still running 30 s after it ($(stacks "$pid"))"
+		kill -KILL "$pid"
+		break
+	fi
+	if [ "$rc" -eq 0 ] && grep -q 'exit status 0 (stopped by signal)' "$OUT/term$i.log"; then
+		term_stops=$((term_stops + 1))
+	else
+		failed "SIGTERM: exit status $rc: $(grep -v '^frame ' "$OUT/term$i.log" | tail -n 2 | tr '\n' ' ')"
+		break
+	fi
+done
+[ "$term_stops" -eq 3 ] && passed "SIGTERM mid-run: 3 of 3 clean stops (exit 0, stopped by signal)"
 
 # SIGKILL while streaming (detections records in flight on the transmit
 # channel too), then the device again.

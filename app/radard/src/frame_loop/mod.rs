@@ -98,6 +98,9 @@ enum Next<'s> {
     /// A recoverable source condition (a timeout or an event overflow);
     /// the loop goes on waiting.
     Fault(SourceFault),
+    /// A signal interrupted the wait (SIGTERM, SIGINT): the loop looks at
+    /// its stop flag, then waits again. Not a fault.
+    Interrupted,
 }
 
 /// Waits for the next frame event, the `capture`-th since the start. Chunk
@@ -125,6 +128,7 @@ fn next_frame<'s, 'b>(
         let ev = match ev {
             Ok(ev) => ev,
             Err(tegra_p2p::Error::Timeout { .. }) => return Ok(Next::Fault(SourceFault::Timeout)),
+            Err(tegra_p2p::Error::Interrupted { .. }) => return Ok(Next::Interrupted),
             Err(tegra_p2p::Error::Overflow { .. }) => {
                 return Ok(Next::Fault(SourceFault::Overflow));
             }
@@ -215,6 +219,9 @@ pub fn run(
         );
         let (frame, waited_ns) = match next {
             Ok(Next::Frame(f, waited)) => (f, waited),
+            // Chunk work already handed to the backend for this capture
+            // stays valid: the next wait continues the same capture.
+            Ok(Next::Interrupted) => continue,
             Ok(Next::Fault(fault)) => {
                 if fault == SourceFault::Timeout {
                     snap.source_timeouts += 1;
