@@ -97,16 +97,16 @@ fpga_ko=$(find "$mods/kmod" -name fpga_p2p.ko -print -quit)
 nv_ko=$(find "$mods/nvidia-p2p" -name nvidia-p2p.ko -print -quit)
 [ -n "$fpga_ko" ] && [ -n "$nv_ko" ] || die "the module builds made no fpga_p2p.ko or nvidia-p2p.ko"
 
-# --- radard and radarctl: static (musl), as the QEMU suites build radard ---------
+# --- radard and radarctl: glibc, as the image links them ----------------------------
+# Debian 12's glibc in the guest is this machine's. Not the QEMU suites'
+# static musl build: musl's sched_setscheduler() is a stub (ENOSYS), so
+# that radard cannot take SCHED_FIFO, and the unit's rt.strict refuses to run.
 # shellcheck disable=SC1091
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
-rustup target list --installed | grep -qx x86_64-unknown-linux-musl ||
-	rustup target add x86_64-unknown-linux-musl
-log "building radard and radarctl (static, musl)"
-(cd "$top" && nice cargo build --release --locked -p radard -p radarctl \
-	--target x86_64-unknown-linux-musl) >"$work/cargo.log" 2>&1 ||
+log "building radard and radarctl (release)"
+(cd "$top" && nice cargo build --release --locked -p radard -p radarctl) >"$work/cargo.log" 2>&1 ||
 	{ tail -n 40 "$work/cargo.log" >&2; die "building radard/radarctl failed"; }
-bindir="$top/target/x86_64-unknown-linux-musl/release"
+bindir="$top/target/release"
 
 # --- the run's files: the manifest's, then the test's -----------------------------
 stage="$work/stage"
@@ -168,32 +168,34 @@ size=16M, name=UDA' | sfdisk -q "$work/data.img" >/dev/null || die "sfdisk of th
 # --- boot ---------------------------------------------------------------------------
 cmdline="console=ttyS0,115200 root=LABEL=radar-unit-root rw init=/usr/local/sbin/radar-unit-stage"
 cmdline+=" intel_iommu=on iommu=nopt panic=-1 noresume"
+# Four CPUs as the Orin's first four: radard.service's CPUAffinity=1-3 and
+# the unit's rt.cpu = 2 hold unchanged.
 cmdline+=" rcupdate.rcu_cpu_stall_timeout=60 watchdog_thresh=30"
-qemu=("$qemu_bin" -accel tcg -machine q35 -smp 2 -m 2048 -nodefaults -no-user-config
+qemu=("$qemu_bin" -accel tcg -machine q35 -smp 4 -m 2048 -nodefaults -no-user-config
 	-L /usr/share/qemu -L /usr/share/seabios -display none -no-reboot
 	-kernel "$work/vmlinuz" -initrd "$work/initrd.img" -append "$cmdline"
 	-device intel-iommu,intremap=on -device radar-fpga-card
 	-drive "file=$image,format=raw,if=virtio,snapshot=on"
 	-drive "file=$work/stage.ext4,format=raw,if=virtio,readonly=on"
 	-drive "file=$work/data.img,format=raw,if=virtio"
-	-netdev user,id=net0 -device virtio-net-pci,netdev=net0
+	-netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile=
 	-serial "file:$outdir/unit.log"
 	-chardev pty,id=uart -serial chardev:uart
 	-chardev "socket,id=shell,path=$work/shell.sock,server=on,wait=off" -serial chardev:shell)
 log "booting the unit's userspace (log: $outdir/unit.log)"
 rm -f "$outdir/unit.log"
 t_boot=$SECONDS
-timeout -k 10 900 "${qemu[@]}" </dev/null 2>"$work/qemu.stderr" &
+timeout -k 10 900 "${qemu[@]}" </dev/null >"$work/qemu.out" 2>&1 &
 qemu_pid=$!
 trap 'kill "$qemu_pid" 2>/dev/null || true' EXIT
 
 check_args=()
 [ "$allow_pending" = 1 ] && check_args+=(--allow-pending)
 set +e
-python3 "$here/unit_checks.py" --shell "$work/shell.sock" --qemu-stderr "$work/qemu.stderr" \
+python3 "$here/unit_checks.py" --shell "$work/shell.sock" --qemu-output "$work/qemu.out" \
 	--qemu-pid "$qemu_pid" --port "$port" --config "$work/config.json" \
 	--radarctl "$bindir/radarctl" --board "$board" --kernel-version "$kver" \
-	--results "$outdir/unit.results" --journal "$outdir/unit.journal" "${check_args[@]}"
+	--results "$outdir/unit.results" --console "$outdir/unit.log" --journal "$outdir/unit.journal" "${check_args[@]}"
 status=$?
 set -e
 # The checks end with a poweroff; QEMU goes with it (or is stopped).

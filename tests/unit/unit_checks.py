@@ -342,7 +342,7 @@ def check_targets(records_by_frame, scene, range_bin_m):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shell", required=True)
-    ap.add_argument("--qemu-stderr", required=True)
+    ap.add_argument("--qemu-output", required=True)
     ap.add_argument("--qemu-pid", type=int, required=True)
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--config", required=True)
@@ -350,6 +350,7 @@ def main():
     ap.add_argument("--board", required=True)
     ap.add_argument("--kernel-version", required=True)
     ap.add_argument("--results", required=True)
+    ap.add_argument("--console", required=True)
     ap.add_argument("--journal", required=True)
     ap.add_argument("--allow-pending", action="store_true")
     args = ap.parse_args()
@@ -373,6 +374,11 @@ def main():
     except RuntimeError as e:
         up = False
         say(str(e))
+    if not up:
+        try:
+            say("QEMU said: " + open(args.qemu_output).read()[-1500:])
+        except OSError:
+            pass
     if not c.ok("boot", up, f"the guest's shell answered after {now():.0f} s" if up else "no shell from the guest"):
         return finish(c, args, None)
     try:
@@ -385,19 +391,29 @@ def main():
 def run_checks(c, args, cfg, eff, shell, udp):
     board = args.board
     say("guest: " + (shell.out("uname -r; cat /etc/debian_version; readlink /proc/1/exe") or "?").replace("\n", ", "))
-    stage = shell.out("journalctl -b -o cat --no-pager | grep -m1 'radar-unit-stage'") or \
-        shell.out("dmesg | grep -m1 radar-unit-stage") or ""
+    # The stage init runs before systemd and journald: its word is on the console.
+    try:
+        stage = next((ln.strip() for ln in open(args.console, errors="replace") if ln.startswith("radar-unit-stage:")),
+                     "no word from the stage init")
+    except OSError:
+        stage = "no console log"
 
     # --- the unit as installed -------------------------------------------------------
     pid1 = shell.out("readlink /proc/1/exe") or ""
-    c.ok("boot-systemd-pid1", pid1.endswith("/systemd"), f"PID 1 is {pid1}; {stage}")
+    c.ok("boot-systemd-pid1", pid1.endswith("/systemd") and "are installed" in stage, f"PID 1 is {pid1}; {stage}")
     mods = shell.out("cat /proc/modules") or ""
     fp = re.search(r"^fpga_p2p \d+ \d+ .*$", mods, re.M)
     nv = re.search(r"^nvidia_p2p \d+ \d+ (\S+)", mods, re.M)
-    ml = shell.out("journalctl -b -u systemd-modules-load.service -o cat --no-pager | grep -i fpga_p2p") or ""
-    c.ok("boot-modules-load", bool(fp and nv and "fpga_p2p" in nv.group(1) and "fpga_p2p" in ml),
+    # udev may load fpga_p2p first, for the card's PCI alias (as on the
+    # unit); systemd-modules-load then finds it loaded. Either way it must
+    # have run, with the recipe's modules-load.d file, and succeeded.
+    ml = props(shell, "systemd-modules-load", ["ActiveState", "Result"])
+    conf = shell.out("cat /etc/modules-load.d/fpga_p2p.conf") or ""
+    mlj = shell.out("journalctl -b -u systemd-modules-load.service -o cat --no-pager | tail -n 3") or ""
+    c.ok("boot-modules-load", bool(fp and nv and "fpga_p2p" in nv.group(1)) and conf == "fpga_p2p"
+         and ml.get("ActiveState") == "active" and ml.get("Result") == "success",
          f"fpga_p2p loaded: {bool(fp)}; nvidia_p2p used by: {nv.group(1) if nv else 'not loaded'}; "
-         f"systemd-modules-load: {ml or 'nothing about fpga_p2p'}")
+         f"/etc/modules-load.d/fpga_p2p.conf: {conf!r}; systemd-modules-load {ml}: {mlj!r}")
     card = shell.out("for d in /sys/bus/pci/devices/*; do [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x10ee:0x9038 ] && "
                      "echo ${d##*/} driver=$(basename $(readlink $d/driver)) iommu_group=$(basename $(readlink $d/iommu_group)); done; "
                      "dmesg | grep -m1 -o 'DMAR: Intel(R) Virtualization Technology for Directed I/O'") or ""
@@ -439,7 +455,7 @@ def run_checks(c, args, cfg, eff, shell, udp):
     health = ""
     while time.monotonic() < end:
         health = shell.out(f"cat {hf} 2>/dev/null") or ""
-        if "verdict=good" in health:
+        if "verdict=good" in health or props(shell, "radard", ["ActiveState"]).get("ActiveState") == "failed":
             break
         time.sleep(2)
     boot_id = shell.out("cat /proc/sys/kernel/random/boot_id") or "?"
@@ -464,7 +480,7 @@ def run_checks(c, args, cfg, eff, shell, udp):
         c.not_run("b-radarctl-status", "the unit's radard.toml has no [diag] port (board radard.toml)")
         c.not_run("b-console-status", "the unit's radard.toml has no [diag] port (board radard.toml)")
     else:
-        pty = pty_of(args.qemu_stderr)
+        pty = pty_of(args.qemu_output)
         link = shell.out(f"readlink -f {diag}") or "?"
         if not pty:
             c.record("b-radarctl-status", "FAIL", "QEMU named no pty for the header UART")
