@@ -152,7 +152,14 @@ install -D -m 0644 "$here/guest/10-radar-unit.network" "$test_root/etc/systemd/n
 install -D -m 0755 "$here/guest/rauc-stand-in" "$test_root/usr/local/bin/rauc-stand-in"
 install -D -m 0644 "$here/guest/radar-mark-good-unit-test.conf" \
 	"$test_root/etc/systemd/system/radar-mark-good.service.d/50-unit-test.conf"
+# Developer override: more files for the guest (e.g. a unit drop-in to try).
+[ -z "${RADAR_UNIT_EXTRA_ROOT:-}" ] || cp -a "$RADAR_UNIT_EXTRA_ROOT/." "$test_root/"
 install -m 0755 "$here/guest/install.sh" "$stage/install.sh"
+# Wireshark's dissector for the ASTERIX check, when the unit sends ASTERIX.
+if python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["effective"]
+sys.exit(0 if any(s.get("kind") == "asterix" for s in c.get("sink", [])) else 1)' "$work/config.json"; then
+	ensure_pkgs tshark
+fi
 echo "$kver" >"$stage/kernel-version"
 stage_mb=$(($(du -sm "$stage" | cut -f1) + 16))
 mke2fs -q -t ext4 -L radar-stage -d "$stage" "$work/stage.ext4" "${stage_mb}M" ||
