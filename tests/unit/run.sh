@@ -137,7 +137,7 @@ done <"$board/install-manifest"
 install -D -m 0644 "$nv_ko" "$root/usr/lib/modules/$kver/updates/nvidia-p2p.ko"
 
 # The test's own files (not the unit's): its radard drop-in and scene, the
-# host's root shell on the third serial port, the header UART's name, the
+# host's root shell on a virtio console, the header UART's name, the
 # network, and a stand-in for RAUC behind radar-mark-good.
 test_root="$stage/test-root"
 # The host's UDP port for the unit's network outputs (the guest sends to
@@ -188,7 +188,8 @@ qemu=("$qemu_bin" -accel tcg -machine q35 -smp 4 -m 2048 -nodefaults -no-user-co
 	-netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile=
 	-serial "file:$outdir/unit.log"
 	-chardev pty,id=uart -serial chardev:uart
-	-chardev "socket,id=shell,path=$work/shell.sock,server=on,wait=off" -serial chardev:shell)
+	-device virtio-serial-pci
+	-chardev "socket,id=shell,path=$work/shell.sock,server=on,wait=off" -device virtconsole,chardev=shell)
 log "booting the unit's userspace (log: $outdir/unit.log)"
 rm -f "$outdir/unit.log"
 t_boot=$SECONDS

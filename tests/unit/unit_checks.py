@@ -3,7 +3,7 @@
 (tests/unit/run.sh boots it; tests/unit/README.md lists the checks).
 
 The host reaches the guest three ways, none of them through radard:
-  - a root shell on the guest's third serial port (a unix socket here,
+  - a root shell on the guest's virtio console hvc0 (a unix socket here,
     guest/radar-unit-shell.service there) for systemctl, journalctl, kill;
   - the pty that QEMU gives for the guest's second serial port, the
     header UART (/dev/ttyTHS0 in the guest), for radarctl and the text
