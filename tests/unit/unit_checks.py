@@ -543,7 +543,7 @@ def run_checks(c, args, cfg, eff, shell, udp):
     m = re.search(r"new_pid=(\d+) t0=([\d.]+) t1=([\d.]+)", out)
     took = float(m.group(3)) - float(m.group(2)) if m else None
     ok, p2 = wait_active(shell, 60)
-    why = shell.out(f"journalctl -b -u radard.service -o cat --no-pager | grep -E 'Watchdog timeout|watchdog|Killing process {pid}' | tail -n 3") or ""
+    why = shell.out(f"journalctl -b -u radard.service -o cat --no-pager | grep -E 'Watchdog timeout|Killing process {pid} |result .watchdog' | tail -n 3") or ""
     limit = wd + rs
     # Polled every 0.1 s in the guest; TCG adds its own latency.
     c.ok("e-watchdog", bool(m) and m.group(1) != pid and took is not None and took <= limit + 1.0 and ok
