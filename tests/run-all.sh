@@ -66,6 +66,9 @@ step qemu:debian:swiotlb bash tests/qemu/run.sh --kernel debian --suite all --sw
 # the driver by the suites.
 step qemu:canary bash tests/qemu/run.sh --kernel debug --canary
 step radard bash tests/radard-smoke.sh
+# radard's ASTERIX CAT-010 output decoded by Wireshark's dissector (tshark) and a
+# PyPI decoder, record by record against its JSONL for the same 1100 frames.
+step asterix bash tests/asterix-roundtrip.sh
 # Yocto layer: crates list drift, oelint-adv, kas, bitbake parse/-e/-g
 # offline.
 step yocto bash tests/yocto-checks.sh

@@ -45,6 +45,13 @@ impl StartParams {
             event_timeout: Duration::from_secs(1),
         }
     }
+    /// The card's ADC stream (the radar front end) at the default cadence.
+    pub fn adc() -> Self {
+        Self {
+            mode: SourceMode::Adc,
+            ..Self::test_pattern()
+        }
+    }
     /// Playback of `frames` uploaded frames at the default cadence.
     pub fn playback(frames: u32) -> Self {
         Self {

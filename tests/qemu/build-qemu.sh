@@ -119,7 +119,10 @@ cp "$build/qemu-system-x86_64" "$bin"
 echo "$((SECONDS - t0))" >"$out/.radar-build-seconds"
 touch "$out/.radar-complete"
 log "QEMU with the card built in $((SECONDS - t0)) s"
-for old in "$cache"/bin-*; do
+# Older builds go, but not the newest few: checkouts of other revisions
+# (worktrees, a CI clone beside a working copy) share this cache and may be
+# about to run theirs.
+ls -1dt "$cache"/bin-* | tail -n +4 | while read -r old; do
 	[ "$old" = "$out" ] || rm -rf "$old"
 done
 printf '%s\n' "$bin"

@@ -24,7 +24,8 @@
 #
 # Developer overrides: RADAR_KMOD_DIR (module source instead of kmod/),
 # RADAR_SUITE_BIN (a p2p-suite binary instead of building it), RADAR_RADARD_BIN
-# (a static radard for the radard suite instead of building it),
+# (a static radard for the radard suite instead of building it; its radar-dsp,
+# which writes the front-end recording, beside it or in RADAR_DSP_BIN),
 # RADAR_SHARED_DIR (the test inputs; default: see tests/shared-dir.sh),
 # RADAR_QEMU_OUTDIR (results elsewhere than target/qemu).
 set -euo pipefail
@@ -193,13 +194,15 @@ if printf '%s\n' "${suites[@]}" | grep -qx radard; then
 	if [ -n "${RADAR_RADARD_BIN:-}" ]; then
 		radard_bin=$RADAR_RADARD_BIN
 	else
-		log "building radard (static, musl)"
-		(cd "$top" && cargo build --release --locked -p radard \
+		log "building radard and radar-dsp (static, musl)"
+		(cd "$top" && cargo build --release --locked -p radard -p radar-dsp \
 			--target x86_64-unknown-linux-musl) >"$work/cargo-radard.log" 2>&1 ||
 			{ cat "$work/cargo-radard.log" >&2; die "building radard failed"; }
 		radard_bin="$top/target/x86_64-unknown-linux-musl/release/radard"
 	fi
 	[ -x "$radard_bin" ] || die "no radard binary $radard_bin"
+	dsp_bin=${RADAR_DSP_BIN:-$(dirname "$radard_bin")/radar-dsp}
+	[ -x "$dsp_bin" ] || die "no radar-dsp binary $dsp_bin (RADAR_DSP_BIN names one)"
 	if readelf -l "$radard_bin" 2>/dev/null | grep -q 'interpreter'; then
 		die "$radard_bin is dynamically linked; the initramfs has no libc"
 	fi
@@ -227,10 +230,31 @@ ln -s busybox "$root/bin/sh"
 install -m 0755 "$here/guest-init.sh" "$root/init"
 cp "$suite_bin" "$root/bin/p2p-suite"
 [ -z "$uapi_bin" ] || cp "$uapi_bin" "$root/bin/fpga_p2p_uapi_test"
+adc_recording=''
 if [ -n "$radard_bin" ]; then
 	cp "$radard_bin" "$root/bin/radard"
 	mkdir -p "$root/etc/radard"
 	cp "$here"/radard/* "$root/etc/radard/"
+	# The front end of the radard suite's ADC run: front-end.toml written as
+	# a raw recording in the suite's geometry (radard.toml's chain sections)
+	# for the card's adc-recording property, and its per-frame truth for the
+	# guest ("FRAME RANGE VELOCITY AZIMUTH IN_VIEW" lines).
+	rec_frames=100
+	awk '/^\[/ { keep = ($0 ~ /^\[(geometry|physical|cfar|chain)\]/) } keep' \
+		"$here/radard/radard.toml" >"$work/front-end-chain.toml"
+	adc_recording="$work/front-end.raw"
+	"$dsp_bin" scene --config "$work/front-end-chain.toml" --scene "$here/radard/front-end.toml" \
+		--frames "$rec_frames" --seed 5 --output "$adc_recording" \
+		--truth "$work/front-end.truth.jsonl" 2>"$work/front-end.log" ||
+		{ cat "$work/front-end.log" >&2; die "writing the front-end recording failed"; }
+	python3 - "$work/front-end.truth.jsonl" >"$root/etc/radard/front-end.truth" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    f = json.loads(line)
+    for t in f["targets"]:
+        print(f["frame"], t["range_m"], t["velocity_mps"], t["azimuth_deg"], int(t["in_view"]))
+PY
+	echo "$rec_frames" >"$root/etc/radard/front-end.frames"
 fi
 cp "$p2p_ko" "$fpga_ko" "$root/lib/modules/radar/"
 if [ "$kernel" = debian ]; then
@@ -284,7 +308,9 @@ qemu=("$qemu_bin" -accel tcg -machine q35 -smp 2 -m 2048 -nodefaults -no-user-co
 # suite's verdict: the driver's .shutdown must have stopped it).
 card_log="$outdir/$name.card"
 rm -f "$card_log"
-qemu+=(-device "radar-fpga-card,shutdown-log=${card_log//,/,,}")
+card="radar-fpga-card,shutdown-log=${card_log//,/,,}"
+[ -z "$adc_recording" ] || card+=",adc-recording=${adc_recording//,/,,}"
+qemu+=(-device "$card")
 
 if [ "$suite" = shell ]; then
 	log "interactive guest: 'reboot -f' leaves, Ctrl-A X kills QEMU"

@@ -71,12 +71,25 @@ impl Detections {
 /// Version of the detections line format (docs/detections-format.md).
 pub const DETECTIONS_FORMAT_VERSION: u32 = 1;
 
+/// A frame's wall-clock time: UTC in nanoseconds since 1970 (leap seconds
+/// not counted, as CLOCK_REALTIME), and the name of where it came from
+/// (docs/detections-format.md lists them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UtcTime {
+    pub ns: u64,
+    pub source: &'static str,
+}
+
 /// One frame's detections as one JSON line (docs/detections-format.md):
 /// the format `radar-dsp detect` and `radard`'s `jsonl` and `udp` sinks
-/// write. `timestamp_ns` and `latency_ns` are null where unknown (offline).
+/// write. `timestamp_ns`, `utc` and `latency_ns` are null where unknown
+/// (offline).
 pub struct DetectionsLine<'a> {
     pub sequence: u64,
+    /// The source's own capture timestamp (the FPGA's clock).
     pub timestamp_ns: Option<u64>,
+    /// The frame's wall-clock time and its source.
+    pub utc: Option<UtcTime>,
     pub latency_ns: Option<u64>,
     pub detections: &'a [Detection],
     pub cut: u32,
@@ -96,6 +109,11 @@ impl DetectionsLine<'_> {
         let _ = match self.timestamp_ns {
             Some(t) => write!(out, "{t}"),
             None => write!(out, "null"),
+        };
+        let _ = match self.utc {
+            // Source names are plain words: no escaping needed.
+            Some(u) => write!(out, ",\"utc_ns\":{},\"utc_source\":\"{}\"", u.ns, u.source),
+            None => write!(out, ",\"utc_ns\":null,\"utc_source\":null"),
         };
         let _ = write!(out, ",\"latency_ns\":");
         let _ = match self.latency_ns {
@@ -157,6 +175,10 @@ mod line_tests {
         DetectionsLine {
             sequence: 9,
             timestamp_ns: Some(100),
+            utc: Some(UtcTime {
+                ns: 1_795_700_000_123_456_789,
+                source: "frame-event",
+            }),
             latency_ns: None,
             detections: &[d, d],
             cut: 1,
@@ -167,6 +189,8 @@ mod line_tests {
         assert_eq!(v["version"], 1);
         assert_eq!(v["sequence"], 9);
         assert_eq!(v["timestamp_ns"], 100);
+        assert_eq!(v["utc_ns"], 1_795_700_000_123_456_789u64);
+        assert_eq!(v["utc_source"], "frame-event");
         assert!(v["latency_ns"].is_null());
         assert_eq!(v["count"], 2);
         assert_eq!(v["cut"], 1);
@@ -176,5 +200,17 @@ mod line_tests {
         assert_eq!(d0["range_m"], 12.5);
         assert_eq!(d0["velocity_mps"], -1.25);
         assert!(d0["power_db"].is_null());
+        out.clear();
+        DetectionsLine {
+            sequence: 1,
+            timestamp_ns: None,
+            utc: None,
+            latency_ns: None,
+            detections: &[],
+            cut: 0,
+        }
+        .write_to(&mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        assert!(v["utc_ns"].is_null() && v["utc_source"].is_null());
     }
 }

@@ -17,7 +17,16 @@
 //! compensation of spec v1 step 8 removes. The virtual array is a uniform
 //! half-wavelength line in channel order `p`. Not modelled: range-Doppler
 //! coupling (the Doppler shift inside one chirp, at most 0.08 range bin in
-//! the default preset), range migration over the frame, antenna patterns.
+//! the default preset), range migration within a frame, antenna patterns.
+//!
+//! # Motion
+//! A scene with `frame_period_s` moves its targets from frame to frame: in
+//! frame `f` target `t` is at `range_m + velocity_mps * frame_period_s * f`
+//! (positive velocity is away from the radar), with the same velocity and
+//! azimuth. A target whose range leaves `[0, N_s dR)` is out of view and
+//! adds nothing to the frame. Without `frame_period_s` every frame has the
+//! targets where the scene puts them. [`SceneGenerator::truth_at`] gives a
+//! frame's truth.
 //!
 //! # Noise and SNR
 //! Noise is circular complex Gaussian, independent per complex sample and RX,
@@ -177,6 +186,10 @@ pub struct Scene {
     pub noise_rms_lsb: f64,
     #[serde(default, rename = "target")]
     pub targets: Vec<Target>,
+    /// Seconds from one frame to the next; when given, targets move by
+    /// `velocity_mps * frame_period_s` per frame (module docs, Motion).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_period_s: Option<f64>,
 }
 
 impl Default for Scene {
@@ -184,6 +197,7 @@ impl Default for Scene {
         Scene {
             noise_rms_lsb: default_noise_rms(),
             targets: Vec::new(),
+            frame_period_s: None,
         }
     }
 }
@@ -207,6 +221,8 @@ pub struct TargetTruth {
     pub azimuth_deg: f64,
     /// `a_t` in LSB.
     pub amplitude_lsb: f64,
+    /// In view: the range is inside `[0, N_s dR)` (always, without motion).
+    pub in_view: bool,
 }
 
 struct TargetModel {
@@ -241,6 +257,11 @@ fn rng_for(seed: u64, frame: u64, index: u64, tag: u64) -> ChaCha8Rng {
     ChaCha8Rng::from_seed(key)
 }
 
+/// `exp(j 2 pi rb n / N_s)` for `n` in `0..N_s`: range bin `rb`'s beat tone.
+fn range_phasor(rb: f64, ns: usize) -> Vec<Complex64> {
+    (0..ns).map(|n| phasor(rb * n as f64 / ns as f64)).collect()
+}
+
 fn phasor(turns: f64) -> Complex64 {
     let x = 2.0 * std::f64::consts::PI * turns;
     Complex64::new(x.cos(), x.sin())
@@ -252,6 +273,9 @@ pub struct SceneGenerator {
     noise_component_sigma: f64,
     targets: Vec<TargetModel>,
     truth: Vec<TargetTruth>,
+    /// Metres per range bin.
+    range_bin_m: f64,
+    frame_period_s: Option<f64>,
     seed: u64,
     threads: usize,
 }
@@ -269,6 +293,14 @@ impl SceneGenerator {
             return Err(DspError::config(
                 "noise_rms_lsb",
                 format!("{sigma} must be a finite number >= 0"),
+            ));
+        }
+        if let Some(p) = scene.frame_period_s
+            && !(p.is_finite() && p > 0.0)
+        {
+            return Err(DspError::config(
+                "frame_period_s",
+                format!("{p} must be a finite number of seconds > 0"),
             ));
         }
         let (ns, nl, nt) = (g.n_samples, g.n_loops, g.n_tx);
@@ -342,7 +374,7 @@ impl SceneGenerator {
             targets.push(TargetModel {
                 amplitude,
                 phase: t.phase_deg.map(f64::to_radians),
-                range_phasor: (0..ns).map(|n| phasor(rb * n as f64 / ns as f64)).collect(),
+                range_phasor: range_phasor(rb, ns),
                 chirp_phasor: (0..g.n_chirps())
                     .map(|m| phasor(vb * m as f64 / (nl * nt) as f64))
                     .collect(),
@@ -358,6 +390,7 @@ impl SceneGenerator {
                 velocity_mps: t.velocity_mps,
                 azimuth_deg: t.azimuth_deg,
                 amplitude_lsb: amplitude,
+                in_view: true,
             });
         }
         Ok(SceneGenerator {
@@ -365,6 +398,8 @@ impl SceneGenerator {
             noise_component_sigma: sigma / std::f64::consts::SQRT_2,
             targets,
             truth,
+            range_bin_m: dr,
+            frame_period_s: scene.frame_period_s,
             seed,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         })
@@ -376,9 +411,30 @@ impl SceneGenerator {
         self
     }
 
-    /// The targets in bins and units.
+    /// The targets in bins and units, in frame 0.
     pub fn truth(&self) -> &[TargetTruth] {
         &self.truth
+    }
+
+    /// The targets in frame `index`: moved by their velocity when the scene
+    /// has a frame period (module docs, Motion); as in frame 0 otherwise.
+    pub fn truth_at(&self, index: u64) -> Vec<TargetTruth> {
+        let Some(period) = self.frame_period_s else {
+            return self.truth.clone();
+        };
+        let max_range = self.geom.n_samples as f64 * self.range_bin_m;
+        self.truth
+            .iter()
+            .map(|t| {
+                let range_m = t.range_m + t.velocity_mps * period * index as f64;
+                TargetTruth {
+                    range_m,
+                    range_bin: range_m / self.range_bin_m,
+                    in_view: (0.0..max_range).contains(&range_m),
+                    ..*t
+                }
+            })
+            .collect()
     }
 
     pub fn frame_bytes(&self) -> usize {
@@ -394,17 +450,34 @@ impl SceneGenerator {
                 want: g.frame_bytes(),
             });
         }
-        // Per-frame carrier phases.
+        // Per-frame carrier phases (drawn for every target, in view or
+        // not, so that a target leaving view changes no other's phase).
         let mut prng = rng_for(self.seed, index, u64::MAX, TAG_PHASE);
+        let truth = self.truth_at(index);
         let base: Vec<Complex64> = self
             .targets
             .iter()
-            .map(|t| {
+            .zip(&truth)
+            .map(|(t, now)| {
                 let random: f64 = prng.random();
                 let ph = t.phase.unwrap_or(2.0 * std::f64::consts::PI * random);
-                Complex64::from_polar(t.amplitude, ph)
+                let amplitude = if now.in_view { t.amplitude } else { 0.0 };
+                Complex64::from_polar(amplitude, ph)
             })
             .collect();
+        // Range phasors of this frame's ranges, when targets move.
+        let moved: Vec<Vec<Complex64>> = match self.frame_period_s {
+            Some(_) => truth
+                .iter()
+                .map(|t| range_phasor(t.range_bin, g.n_samples))
+                .collect(),
+            None => Vec::new(),
+        };
+        let ranges: Vec<&[Complex64]> = match self.frame_period_s {
+            Some(_) => moved.iter().map(Vec::as_slice).collect(),
+            None => self.targets.iter().map(|t| &t.range_phasor[..]).collect(),
+        };
+        let ranges = &ranges;
 
         let chirp_bytes = g.n_rx * g.n_samples * SAMPLE_BYTES;
         let n_chirps = g.n_chirps();
@@ -415,7 +488,7 @@ impl SceneGenerator {
                 .chunks_mut(per_thread * chirp_bytes)
                 .enumerate()
                 .map(|(c, chunk)| {
-                    s.spawn(move || self.fill_chirps(index, c * per_thread, chunk, base))
+                    s.spawn(move || self.fill_chirps(index, c * per_thread, chunk, base, ranges))
                 })
                 .collect();
             handles
@@ -440,6 +513,7 @@ impl SceneGenerator {
         first_chirp: usize,
         out: &mut [u8],
         base: &[Complex64],
+        ranges: &[&[Complex64]],
     ) -> u64 {
         let g = &self.geom;
         let (ns, nrx) = (g.n_samples, g.n_rx);
@@ -453,9 +527,9 @@ impl SceneGenerator {
             for j in 0..nrx {
                 let p = i * nrx + j;
                 acc.fill(Complex64::default());
-                for (t, b) in self.targets.iter().zip(base) {
+                for ((t, b), range) in self.targets.iter().zip(base).zip(ranges) {
                     let k = b * t.chirp_phasor[m] * t.channel_phasor[p];
-                    for (a, e) in acc.iter_mut().zip(&t.range_phasor) {
+                    for (a, e) in acc.iter_mut().zip(range.iter()) {
                         *a += k * e;
                     }
                 }
@@ -535,6 +609,7 @@ mod tests {
                 snr_db: None,
                 phase_deg: Some(30.0),
             }],
+            frame_period_s: None,
         };
         let generator = SceneGenerator::new(&cfg, &scene, 7).unwrap();
         let (frame, stats) = generator.frame(0);
@@ -554,12 +629,80 @@ mod tests {
         }
     }
 
+    fn one_target(range_m: f64, velocity_mps: f64, frame_period_s: Option<f64>) -> Scene {
+        Scene {
+            noise_rms_lsb: 0.0,
+            targets: vec![Target {
+                range_m,
+                velocity_mps,
+                azimuth_deg: -10.0,
+                amplitude_lsb: Some(3000.0),
+                snr_db: None,
+                phase_deg: Some(45.0),
+            }],
+            frame_period_s,
+        }
+    }
+
+    /// Frame `f` of a moving scene is the frame a still scene with the
+    /// target at its frame-`f` range gives, bit for bit; the truth follows.
+    #[test]
+    fn moving_targets_advance_by_velocity_times_frame_period() {
+        let cfg = ChainConfig::default();
+        let (r0, v, period) = (30.0, -7.5, 0.008);
+        let moving = SceneGenerator::new(&cfg, &one_target(r0, v, Some(period)), 3).unwrap();
+        for f in [0u64, 1, 17, 400] {
+            let range = r0 + v * period * f as f64;
+            let truth = moving.truth_at(f);
+            assert!((truth[0].range_m - range).abs() < 1e-9, "frame {f}");
+            assert!(truth[0].in_view);
+            let dr = cfg.physical.range_bin_m(&cfg.geometry);
+            assert!((truth[0].range_bin - range / dr).abs() < 1e-9);
+            assert_eq!(truth[0].velocity_mps, v);
+            let still = SceneGenerator::new(&cfg, &one_target(range, v, None), 3).unwrap();
+            assert!(moving.frame(f).0 == still.frame(f).0, "frame {f} differs");
+        }
+        // Without a frame period nothing moves.
+        let still = SceneGenerator::new(&cfg, &one_target(r0, v, None), 3).unwrap();
+        assert_eq!(still.truth_at(400)[0].range_m, r0);
+        assert!(still.frame(400).0 == still.frame(400).0);
+    }
+
+    /// A target that has left the range window adds nothing to the frame.
+    #[test]
+    fn a_target_out_of_view_is_not_in_the_frame() {
+        let cfg = ChainConfig::default();
+        // 2 m away at 10 m/s towards the radar: out of view after 25 frames.
+        let g = SceneGenerator::new(&cfg, &one_target(2.0, -10.0, Some(0.008)), 1).unwrap();
+        assert!(g.truth_at(24)[0].in_view);
+        assert!(!g.truth_at(26)[0].in_view);
+        assert!(g.frame(24).0.iter().any(|&b| b != 0));
+        assert!(
+            g.frame(26).0.iter().all(|&b| b == 0),
+            "an out-of-view target was drawn"
+        );
+    }
+
+    #[test]
+    fn a_bad_frame_period_is_refused_with_its_key() {
+        let cfg = ChainConfig::default();
+        for p in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let err = SceneGenerator::new(&cfg, &one_target(10.0, 1.0, Some(p)), 1)
+                .err()
+                .expect("refused");
+            assert!(err.to_string().contains("frame_period_s"), "{err}");
+        }
+        let toml = "frame_period_s = 0.008\n[[target]]\nrange_m = 5.0\nsnr_db = 0.0\n";
+        assert_eq!(Scene::from_toml(toml).unwrap().frame_period_s, Some(0.008));
+    }
+
     #[test]
     fn noise_has_the_configured_power_and_is_deterministic() {
         let cfg = ChainConfig::default();
         let scene = Scene {
             noise_rms_lsb: 40.0,
             targets: vec![],
+            frame_period_s: None,
         };
         let a = SceneGenerator::new(&cfg, &scene, 1)
             .unwrap()
@@ -656,6 +799,7 @@ mod tests {
                 snr_db: None,
                 phase_deg: Some(0.0),
             }],
+            frame_period_s: None,
         };
         let (_, stats) = SceneGenerator::new(&cfg, &scene, 0).unwrap().frame(0);
         assert!(stats.clipped > 0);

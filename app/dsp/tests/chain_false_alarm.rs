@@ -82,6 +82,7 @@ fn noise_hits(cfg: &ChainConfig, frames: u64, seed: u64) -> (u64, u64) {
     let scene = Scene {
         noise_rms_lsb: 32.0,
         targets: vec![],
+        frame_period_s: None,
     };
     let generator = SceneGenerator::new(cfg, &scene, seed).unwrap();
     let mut backend = CpuBackend::new(cfg).unwrap();

@@ -129,6 +129,7 @@ fn power_map_has_the_documented_scale() {
             snr_db: None,
             phase_deg: Some(10.0),
         }],
+        frame_period_s: None,
     };
     let mut t = scene.targets[0].clone();
     t.range_m = 40.0 * cfg.physical.range_bin_m(g);
@@ -159,6 +160,7 @@ fn power_map_has_the_documented_scale() {
     let noise = Scene {
         noise_rms_lsb: sigma,
         targets: vec![],
+        frame_period_s: None,
     };
     let (frame, _) = SceneGenerator::new(&cfg, &noise, 2).unwrap().frame(0);
     backend
@@ -190,6 +192,7 @@ fn thread_count_does_not_change_the_result() {
     let scene = Scene {
         noise_rms_lsb: 32.0,
         targets,
+        frame_period_s: None,
     };
     let generator = SceneGenerator::new(&cfg, &scene, 3).unwrap();
     let mut results = Vec::new();

@@ -59,6 +59,7 @@ fn process_does_not_allocate_after_the_first_frame() {
     let scene = Scene {
         noise_rms_lsb: 32.0,
         targets,
+        frame_period_s: None,
     };
     let generator = SceneGenerator::new(&cfg, &scene, 4).unwrap();
     let frames: Vec<Vec<u8>> = (0..4).map(|f| generator.frame(f).0).collect();

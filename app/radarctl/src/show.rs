@@ -44,8 +44,12 @@ pub fn status(s: &Status) {
     );
     for k in s.sinks.iter() {
         println!(
-            "sink       {}: written {} failed {}",
-            k.name, k.written, k.failed
+            "sink       {}: written {} failed {}{}",
+            k.name,
+            k.written,
+            k.failed,
+            // radard could not create it: the unit runs degraded.
+            if k.enabled { "" } else { "  DOWN (degraded)" }
         );
     }
     println!("gpu        {}", gpu(s.gpu.as_ref()));

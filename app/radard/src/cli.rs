@@ -9,20 +9,25 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, ValueEnum};
 use radar_dsp::BackendKind;
 use radard::RadardError;
-use radard::config::{Content, LoopPolicy, RadardConfig, ReplayRate, SinkConfig, SourceKind};
+use radard::config::{
+    CONFIG_ENV, ConfigSources, Content, LoopPolicy, RadardConfig, ReplayRate, SinkConfig,
+    SourceKind,
+};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "radard",
     version,
     about = "Radar appliance: capture frames, run the processing chain every frame period, report detections",
-    after_help = "Examples:\n  radard                                  simulator, synthetic scene, 8 ms frames, best backend\n  radard --frames 500 --backend cpu      500 frames on the CPU backend, then a summary\n  radard --content test-pattern          verify every byte of every frame instead of DSP\n  radard --source kmod --device 0        frames from /dev/fpga-p2p0\n  radard --print-config                  the effective configuration as TOML\n  radard record --frames 100 --output run.raw     record 100 frames (+ run.raw.meta.jsonl)\n  radard replay --input run.raw --rate max        process a recording as fast as possible\n\nDetection sinks (--sink, repeatable, or [[sink]] tables in the TOML; docs/detections-format.md):\n  --sink jsonl:/var/lib/radard/detections.jsonl   one JSON object per frame, rotated by size\n                                                  ([[sink]] kind = \"jsonl\", path, rotate_bytes, keep)\n  --sink udp:192.168.1.10:5005                   one datagram (the same JSON line) per frame\n                                                  ([[sink]] kind = \"udp\", address)\n  --sink fpga                                     a binary record per frame to the FPGA's transmit\n                                                  channel ([[sink]] kind = \"fpga\"; board/fpga/detections-record.md)\n\nsystemd: READY=1 once frames flow, STATUS= every status interval, WATCHDOG=1 while frames\narrive and deadlines hold (WatchdogSec=); after health.good_frames consecutive good frames\nthe verdict goes to health.state_file (default /run/radard/health; docs/health-verdict.md).\n\nExit status: 0 clean; 1 start-up or source failure; 2 bad configuration or arguments;\n3 the run completed but frames had payload errors, sequence breaks or deadline misses."
+    after_help = "Examples:\n  radard                                  simulator, synthetic scene, 8 ms frames, best backend\n  radard --frames 500 --backend cpu      500 frames on the CPU backend, then a summary\n  radard --content test-pattern          verify every byte of every frame instead of DSP\n  radard --source kmod --device 0        frames from /dev/fpga-p2p0\n  radard --print-config                  the effective configuration as TOML\n  radard record --frames 100 --output run.raw     record 100 frames (+ run.raw.meta.jsonl)\n  radard replay --input run.raw --rate max        process a recording as fast as possible\n\nDetection sinks (--sink, repeatable, or [[sink]] tables in the TOML; docs/detections-format.md):\n  --sink jsonl:/var/lib/radard/detections.jsonl   one JSON object per frame, rotated by size\n                                                  ([[sink]] kind = \"jsonl\", path, rotate_bytes, keep)\n  --sink udp:192.168.1.10:5005                   one datagram (the same JSON line) per frame\n                                                  ([[sink]] kind = \"udp\", address)\n  --sink fpga                                     a binary record per frame to the FPGA's transmit\n                                                  channel ([[sink]] kind = \"fpga\"; board/fpga/detections-record.md)\n  --sink asterix:239.10.10.10:8600                ASTERIX CAT-010 target reports over UDP, unicast or multicast,\n                                                  a frame split over datagrams ([[sink]] kind = \"asterix\", address,\n                                                  sac, sic, max_datagram, multicast_ttl, multicast_loop; docs/asterix.md)\nA sink that cannot be created at start runs degraded and is retried (docs/outputs.md).\n\nsystemd: READY=1 once frames flow, STATUS= every status interval, WATCHDOG=1 while frames\narrive and deadlines hold (WatchdogSec=); after health.good_frames consecutive good frames\nthe verdict goes to health.state_file (default /run/radard/health; docs/health-verdict.md).\n\nConfiguration: --config FILE, else $RADARD_CONFIG, else /etc/radard/radard.toml (built-in\ndefaults when it does not exist); then its drop-ins FILE.d/*.toml in name order (a drop-in's\nkeys replace the file's, table by table; an array, [[sink]] included, replaces the whole\narray); then the options. --print-config names the files it read.\n\nExit status: 0 clean, or stopped by SIGTERM/SIGINT (misses and errors are in the summary);\n1 start-up or source failure; 2 bad configuration or arguments; 3 a run that ended at\n--frames N (or the end of a replay) with payload errors, sequence breaks or deadline misses."
 )]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// Configuration file (TOML); every key has a default.
-    #[arg(short, long, global = true)]
+    /// Configuration file (TOML; every key has a default), with its drop-ins
+    /// FILE.d/*.toml [default: $RADARD_CONFIG, else /etc/radard/radard.toml
+    /// when it exists].
+    #[arg(short, long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Frame source: sim (userspace FPGA simulator) or kmod (the fpga_p2p module);
     /// for a recording, `radard replay`.
@@ -38,7 +43,8 @@ pub struct Cli {
     /// (backend.stream_chunks = false).
     #[arg(long, global = true)]
     pub whole_frames: bool,
-    /// What the FPGA sends: scene (synthetic radar frames) or test-pattern.
+    /// What the FPGA sends: adc (the radar front end), scene (synthetic radar frames played
+    /// back) or test-pattern (verified byte by byte, no DSP).
     #[arg(long, global = true)]
     pub content: Option<Content>,
     /// Stop after this many frames (default: run until SIGINT/SIGTERM).
@@ -53,8 +59,9 @@ pub struct Cli {
     /// Print a frame line every N frames (0: status lines only).
     #[arg(long, global = true)]
     pub print_every: Option<u32>,
-    /// Detection sink, repeatable: jsonl:PATH, udp:HOST:PORT or fpga (added
-    /// to the configuration's [[sink]] tables).
+    /// Detection sink, repeatable: jsonl:PATH, udp:HOST:PORT,
+    /// asterix:HOST:PORT or fpga (added to the configuration's [[sink]]
+    /// tables).
     #[arg(long = "sink", value_name = "KIND[:WHERE]", global = true)]
     pub sinks: Vec<String>,
     /// What the loop does when it falls behind ([loop] policy).
@@ -75,7 +82,8 @@ pub struct Cli {
     /// Serial device of the diagnostics link ([diag] port).
     #[arg(long, global = true)]
     pub diag_port: Option<PathBuf>,
-    /// Print the effective configuration as TOML and exit.
+    /// Print the effective configuration as TOML (the files read named in
+    /// comments) and exit.
     #[arg(long, global = true)]
     pub print_config: bool,
 }
@@ -121,13 +129,20 @@ fn values_of<T: ValueEnum + Clone + Send + Sync + 'static>() -> impl TypedValueP
 }
 
 impl Cli {
-    /// The configuration file (or the defaults) with the command line's
+    /// The configuration files: `--config`, else `$RADARD_CONFIG`, else
+    /// the default path, with their drop-ins.
+    pub fn config_sources(&self) -> Result<ConfigSources, RadardError> {
+        let env = std::env::var_os(CONFIG_ENV);
+        Ok(ConfigSources::locate(
+            self.config.as_deref(),
+            env.as_deref(),
+        )?)
+    }
+
+    /// The configuration files (or the defaults) with the command line's
     /// options applied, validated.
-    pub fn config(&self) -> Result<RadardConfig, RadardError> {
-        let mut cfg = match &self.config {
-            Some(path) => RadardConfig::load(path)?,
-            None => RadardConfig::default(),
-        };
+    pub fn config(&self, sources: &ConfigSources) -> Result<RadardConfig, RadardError> {
+        let mut cfg = sources.load()?;
         if let Some(s) = self.source {
             cfg.source.kind = s;
         }

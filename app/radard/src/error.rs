@@ -2,13 +2,17 @@
 //!
 //! Exit status (also in `radard --help`; scripts and the test suites rely
 //! on it):
-//! - 0: a clean run (or a subcommand that did its job);
+//! - 0: a clean run, a run stopped by SIGTERM or SIGINT whatever its
+//!   quality (a stop is how a service ends: `systemctl stop` must not leave
+//!   it failed; the summary reports the misses), or a subcommand that did
+//!   its job;
 //! - 1: a start-up or source failure: the device, the backend, the
 //!   real-time set-up rt.strict asks for, a recording that cannot be
 //!   written or read, a fatal error of the source during the run;
 //! - 2: bad configuration or arguments, found before anything starts;
-//! - 3: the run completed but frames had payload errors, sequence breaks or
-//!   deadline misses ([`RunEnd::WithErrors`]; not an error).
+//! - 3: a run that ended at its frame limit (`--frames N`, or the end of a
+//!   replay) with payload errors, sequence breaks or deadline misses
+//!   ([`RunEnd::WithErrors`]; not an error).
 //!
 //! The sources of the errors of radar-dsp and tegra-p2p are kept whole
 //! (`source()`), never matched on here.
@@ -31,14 +35,17 @@ use crate::sinks::detections_record::RecordError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunEnd {
     Clean,
-    /// Ran, but frames had payload errors, sequence breaks or misses.
+    /// Ran to its frame limit, but frames had payload errors, sequence
+    /// breaks or misses.
     WithErrors,
+    /// Stopped by SIGTERM or SIGINT; the summary says how it went.
+    Stopped,
 }
 
 impl RunEnd {
     pub fn exit_code(self) -> u8 {
         match self {
-            RunEnd::Clean => 0,
+            RunEnd::Clean | RunEnd::Stopped => 0,
             RunEnd::WithErrors => 3,
         }
     }
@@ -180,5 +187,6 @@ mod tests {
         );
         assert_eq!(RunEnd::WithErrors.exit_code(), 3);
         assert_eq!(RunEnd::Clean.exit_code(), 0);
+        assert_eq!(RunEnd::Stopped.exit_code(), 0);
     }
 }

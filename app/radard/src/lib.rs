@@ -12,7 +12,8 @@
 //! reset line at start-up; `rt` the real-time set-up of the loop thread;
 //! `status` the board the loop publishes on (through `seqlock`); `report`
 //! the console's frame and status lines; `sinks` where detections go;
-//! `service` systemd and the health verdict; `diag` the diagnostics link;
+//! `service` systemd and the health verdict; `wall_clock` the frames' UTC
+//! time; `diag` the diagnostics link;
 //! `telemetry` the GPU's temperature, clocks and load; `recording` the
 //! recorded frame files, `recorder` what `radard record` does, `replay`
 //! the source that plays a recording back; `threads` how the process's
@@ -38,6 +39,7 @@ pub mod summary;
 pub mod telemetry;
 pub mod threads;
 pub mod unit;
+pub mod wall_clock;
 
 pub use config::RadardConfig;
 pub use error::{RadardError, RunEnd};

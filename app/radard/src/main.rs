@@ -9,7 +9,8 @@
 //! (the options and how they apply to the configuration), `cmd` (one file
 //! per subcommand: run, record, replay, decode-record), `signals`
 //! (SIGINT/SIGTERM). Errors end it with the exit status of
-//! [`RadardError::exit_code`] (0, 1, 2; 3 for a run with frame errors).
+//! [`RadardError::exit_code`] (0, 1, 2; 3 for a run that reached its frame
+//! limit with frame errors; a stop by SIGTERM or SIGINT is 0).
 
 mod cli;
 mod cmd;

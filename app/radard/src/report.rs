@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use heapless::spsc::{Consumer, Queue};
 
+use crate::config::SinkKind;
 use crate::status::{DropReason, StatusBoard, StatusSnapshot};
 
 /// Detections shown on a frame's line.
@@ -152,11 +153,26 @@ pub fn status_line(
     )?;
     for (i, c) in s.sinks.iter().take(s.sink_count as usize).enumerate() {
         let name = sink_names.get(i).map_or("?", |n| n.as_str());
+        write!(w, " sink[{i}]({name})")?;
+        if c.down != 0 {
+            write!(w, " DOWN")?;
+        }
         write!(
             w,
-            " sink[{i}]({name}) sent={} queue_full={} errors={}",
+            " sent={} queue_full={} errors={}",
             c.sent, c.queue_full, c.errors
         )?;
+        if SinkKind::from_code(c.kind) == Some(SinkKind::Asterix) {
+            write!(
+                w,
+                " datagrams={} records={} split_frames={} send_errors={} clamped={}",
+                c.datagrams, c.records, c.split_frames, c.send_errors, c.clamped
+            )?;
+        }
+    }
+    let down = s.sinks_down();
+    if down > 0 {
+        write!(w, " outputs=degraded({down} down)")?;
     }
     if s.frame_lines_lost > 0 {
         write!(w, " log_lost={}", s.frame_lines_lost)?;

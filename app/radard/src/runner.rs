@@ -24,8 +24,8 @@ use crate::report::run_printer;
 use crate::rt::{self, RtReport};
 use crate::service::{ServiceFigures, ServiceReporter, ThreadCpuClock, rss_kib};
 use crate::setup::Source;
-use crate::sinks::{Sink, create_sinks, detections_record, run_writer};
-use crate::status::StatusSnapshot;
+use crate::sinks::{REOPEN_INTERVAL, Sink, create_sinks, detections_record, run_writer};
+use crate::status::{EventKind, SinkCounter, StatusSnapshot};
 use crate::telemetry::{self, Reader, TelemetryCell};
 use crate::threads::{self, ThreadUsage};
 use crate::unit::Unit;
@@ -53,6 +53,7 @@ pub struct Radard<'c> {
     opts: LoopOptions,
     sinks: Vec<Sink>,
     sink_names: Vec<String>,
+    sinks_down: Vec<Option<String>>,
     resources: LoopResources,
     reporter: Option<ServiceReporter>,
     telemetry: Arc<TelemetryCell>,
@@ -77,6 +78,8 @@ pub struct RunReport {
     /// Frames the backend finished from streamed chunks.
     pub frames_streamed: u64,
     pub sink_names: Vec<String>,
+    /// Why each sink was down at start (None: created).
+    pub sinks_down_at_start: Vec<Option<String>>,
     /// Capture to detections and frame event to detections, in ns, of the
     /// last frames the latency log kept (None: no frame processed).
     pub latency_ns: Option<Percentiles<u64>>,
@@ -129,8 +132,13 @@ impl<'c> RadardBuilder<'c> {
     /// its CPU clock is the loop's, taken here.
     pub fn start(self, note: &mut dyn FnMut(&str)) -> Result<Radard<'c>, RadardError> {
         let cfg = self.cfg;
-        // Sinks first: one that cannot be created is a configuration error.
-        let sinks = create_sinks(&cfg.sinks)?;
+        // Sinks first. Their keys were checked with the configuration; one
+        // that cannot be created now (no route, a data directory not
+        // writable yet) leaves the unit running degraded, and its thread
+        // tries again (docs/outputs.md).
+        let simulated = cfg.source.kind == SourceKind::Sim
+            || cfg.source.content == crate::config::Content::Scene;
+        let sinks = create_sinks(&cfg.sinks, simulated);
         // The FPGA leaves reset before its device is opened; the line stays
         // held, released, until the run ends.
         let fpga_reset = fpga_reset::pulse(&cfg.fpga_reset)?;
@@ -158,8 +166,22 @@ impl<'c> RadardBuilder<'c> {
             .map_or(LATENCY_LOG_DEFAULT, |n| n.min(LATENCY_LOG_MAX) as usize);
         let resources = LoopResources::new(cfg, latency_frames);
         let sink_names: Vec<String> = sinks.iter().map(|s| s.name().to_string()).collect();
-        for (i, n) in sink_names.iter().enumerate() {
-            note(&format!("sink[{i}]: {n}"));
+        let sinks_down: Vec<Option<String>> = sinks
+            .iter()
+            .map(|s| s.down_reason().map(|e| e.to_string()))
+            .collect();
+        for (i, (n, down)) in sink_names.iter().zip(&sinks_down).enumerate() {
+            match down {
+                None => note(&format!("sink[{i}]: {n}")),
+                Some(why) => {
+                    resources.board.sink_set(i, SinkCounter::Down, 1);
+                    resources.board.post(EventKind::SinkDown, i as u64, 0);
+                    note(&format!(
+                        "sink[{i}]: {n}: DOWN: {why}; running degraded without it, retrying every {} s",
+                        REOPEN_INTERVAL.as_secs()
+                    ));
+                }
+            }
         }
         // The loop runs on this thread: its CPU clock is read by the status thread.
         let cpu_clock = ThreadCpuClock::of_current_thread();
@@ -219,6 +241,7 @@ impl<'c> RadardBuilder<'c> {
             match cfg.source.content {
                 crate::config::Content::Scene => "scene playback",
                 crate::config::Content::TestPattern => "test pattern",
+                crate::config::Content::Adc => "the front end's ADC frames",
             },
             unit.source.as_dyn().name(),
             cfg.frame_period()
@@ -250,6 +273,7 @@ impl<'c> RadardBuilder<'c> {
             opts,
             sinks,
             sink_names,
+            sinks_down,
             resources,
             reporter: Some(reporter),
             telemetry,
@@ -294,6 +318,7 @@ impl Radard<'_> {
             opts,
             sinks,
             sink_names,
+            sinks_down,
             resources,
             reporter,
             telemetry: telemetry_cell,
@@ -328,7 +353,7 @@ impl Radard<'_> {
             }
             let mut writers = Vec::new();
             for (i, sink) in std::mem::take(sinks).into_iter().enumerate() {
-                if let (Sink::Threaded { target, .. }, Some(feed)) = (sink, feed) {
+                if let (Sink::Threaded(target), Some(feed)) = (sink, feed) {
                     let (board, sinks_done) = (&*board, &sinks_done);
                     let spawned = std::thread::Builder::new()
                         .name(format!("sink{i}"))
@@ -414,6 +439,7 @@ impl Radard<'_> {
                 .as_ref()
                 .map_or(0, |s| s.backend.frames_streamed()),
             sink_names: sink_names.clone(),
+            sinks_down_at_start: sinks_down.clone(),
             latency_ns: Percentiles::of_sorted(latency_sorted),
             processing_ns: Percentiles::of_sorted(processing_sorted),
             rss_end_kib,

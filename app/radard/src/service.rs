@@ -62,7 +62,14 @@ pub fn boot_id() -> Option<String> {
 
 /// Writes the health verdict atomically: a temporary file beside it,
 /// flushed to disk, renamed over the path (docs/health-verdict.md).
-pub fn write_health_file(path: &Path, good_frames: u64, sequence: u64) -> std::io::Result<()> {
+/// `outputs_down`: the indices of the sinks that are down (the unit runs
+/// degraded; the verdict is still good).
+pub fn write_health_file(
+    path: &Path,
+    good_frames: u64,
+    sequence: u64,
+    outputs_down: &[usize],
+) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
@@ -74,6 +81,15 @@ pub fn write_health_file(path: &Path, good_frames: u64, sequence: u64) -> std::i
     );
     if let Some(id) = boot_id() {
         text.push_str(&format!("boot_id={id}\n"));
+    }
+    if outputs_down.is_empty() {
+        text.push_str("outputs=ok\n");
+    } else {
+        let list: Vec<String> = outputs_down.iter().map(|i| format!("sink[{i}]")).collect();
+        text.push_str(&format!(
+            "outputs=degraded\noutputs_down={}\n",
+            list.join(",")
+        ));
     }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp.{}", std::process::id()));
@@ -168,7 +184,15 @@ impl ServiceReporter {
         }
         self.health_done = true;
         let path = self.health.state_file.clone();
-        match write_health_file(&path, snap.consecutive_good, snap.latest.sequence) {
+        let down: Vec<usize> = snap
+            .sinks
+            .iter()
+            .take(snap.sink_count as usize)
+            .enumerate()
+            .filter(|(_, c)| c.down != 0)
+            .map(|(i, _)| i)
+            .collect();
+        match write_health_file(&path, snap.consecutive_good, snap.latest.sequence, &down) {
             Ok(()) => {
                 self.board.set_health(HealthState::Good);
                 self.board.post(
@@ -234,10 +258,21 @@ impl ServiceReporter {
         }
     }
 
-    /// The summary's figures at the end; tells systemd the service stops.
+    /// The summary's figures at the end; tells systemd the service stops,
+    /// with the run's figures as its last STATUS (`systemctl status`).
     pub fn finish(&mut self, snap: &StatusSnapshot) -> ServiceFigures {
         self.interval(snap);
-        let _ = sd_notify::notify(&[NotifyState::Stopping]);
+        // The periodic STATUS's fields first, so readers of those still
+        // parse it.
+        let status = format!(
+            "stopping: {:.1} frames/s, {} processed, {} deadline misses, {} dropped, {} sequence errors",
+            snap.rate_hz,
+            snap.frames_processed,
+            snap.deadline_misses,
+            snap.dropped_total(),
+            snap.sequence_errors
+        );
+        let _ = sd_notify::notify(&[NotifyState::Stopping, NotifyState::Status(&status)]);
         self.figures
     }
 }
@@ -267,13 +302,17 @@ impl StatusHook for ServiceReporter {
             self.figures.loop_cpu_frames = frames.saturating_sub(fb);
         }
         if self.ready {
-            let status = format!(
+            let mut status = format!(
                 "{:.1} frames/s, {} processed, {} deadline misses, {} dropped",
                 snap.rate_hz,
                 snap.frames_processed,
                 snap.deadline_misses,
                 snap.dropped_total()
             );
+            let down = snap.sinks_down();
+            if down > 0 {
+                status.push_str(&format!(", degraded: {down} output(s) down"));
+            }
             let _ = sd_notify::notify(&[NotifyState::Status(&status)]);
         }
     }
@@ -297,14 +336,23 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("radard-health-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("sub/health");
-        write_health_file(&path, 250, 1234).expect("written");
+        write_health_file(&path, 250, 1234, &[]).expect("written");
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(text.starts_with("verdict=good\ngood_frames=250\nsequence=1234\nunix_time="));
         if boot_id().is_some() {
             assert!(text.contains("\nboot_id="));
         }
+        assert!(text.ends_with("outputs=ok\n"), "{text}");
         let leftovers: Vec<_> = std::fs::read_dir(dir.join("sub")).expect("dir").collect();
         assert_eq!(leftovers.len(), 1, "no temporary file left behind");
+        // Outputs down: still a good verdict, and which are down.
+        write_health_file(&path, 250, 1234, &[1, 3]).expect("written");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.starts_with("verdict=good\n"));
+        assert!(
+            text.ends_with("outputs=degraded\noutputs_down=sink[1],sink[3]\n"),
+            "{text}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

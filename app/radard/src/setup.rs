@@ -180,6 +180,7 @@ pub fn builtin_scene() -> Scene {
             Target::new(77.0, 0.8, 35.0, -8.0),
             Target::new(103.0, 21.0, -45.0, -15.0),
         ],
+        frame_period_s: None,
     }
 }
 
@@ -243,6 +244,7 @@ pub fn start_params(cfg: &RadardConfig, chunk_events: bool) -> StartParams {
     let base = match cfg.source.content {
         Content::Scene => StartParams::playback(cfg.source.scene_frames),
         Content::TestPattern => StartParams::test_pattern(),
+        Content::Adc => StartParams::adc(),
     };
     let params = base
         .with_chunk_period(cfg.chunk_period())

@@ -10,7 +10,7 @@ use std::path::Path;
 use radar_stats::Percentiles;
 use serde::Serialize;
 
-use crate::config::{Content, RadardConfig};
+use crate::config::{Content, RadardConfig, SinkKind};
 use crate::error::{RadardError, RunEnd};
 use crate::frame_loop::LoopEnd;
 use crate::runner::RunReport;
@@ -36,6 +36,11 @@ pub struct Summary {
     pub content: String,
     pub end: String,
     pub policy: String,
+    /// Stopped by SIGTERM or SIGINT (exit 0 whatever the quality below).
+    pub stopped_by_signal: bool,
+    /// The loop ended on an error (exit status 1; `end` says which).
+    #[serde(skip)]
+    loop_failed: bool,
     /// Frames processed.
     pub frames: u64,
     /// The ledger: produced = processed + dropped by reason.
@@ -102,6 +107,23 @@ pub struct SinkSummary {
     pub sent: u64,
     pub queue_full: u64,
     pub errors: u64,
+    /// Why the sink could not be created at start (None: it was).
+    pub down_at_start: Option<String>,
+    /// Still down at the end.
+    pub down: bool,
+    /// An asterix sink's datagram counters (docs/asterix.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asterix: Option<AsterixCounters>,
+}
+
+/// What an asterix sink sent.
+#[derive(Debug, Serialize)]
+pub struct AsterixCounters {
+    pub datagrams: u64,
+    pub records: u64,
+    pub split_frames: u64,
+    pub send_errors: u64,
+    pub clamped: u64,
 }
 
 /// The source's own counters (the kernel module's, or the simulator's).
@@ -163,6 +185,8 @@ impl Summary {
                 Err(e) => format!("error: {e}"),
             },
             policy: format!("{:?}", cfg.frame_loop.policy),
+            stopped_by_signal: matches!(r.result, Ok(LoopEnd::StopRequested)),
+            loop_failed: r.result.is_err(),
             frames: snap.frames_processed,
             frames_produced: snap.frames_produced,
             dropped: Dropped {
@@ -197,11 +221,23 @@ impl Summary {
                 .sink_names
                 .iter()
                 .zip(&snap.sinks)
-                .map(|(n, c)| SinkSummary {
+                .enumerate()
+                .map(|(i, (n, c))| SinkSummary {
                     name: n.clone(),
                     sent: c.sent,
                     queue_full: c.queue_full,
                     errors: c.errors,
+                    down_at_start: r.sinks_down_at_start.get(i).cloned().flatten(),
+                    down: c.down != 0,
+                    asterix: (SinkKind::from_code(c.kind) == Some(SinkKind::Asterix)).then_some(
+                        AsterixCounters {
+                            datagrams: c.datagrams,
+                            records: c.records,
+                            split_frames: c.split_frames,
+                            send_errors: c.send_errors,
+                            clamped: c.clamped,
+                        },
+                    ),
                 })
                 .collect(),
             source_counters: r.source_counters.map(|c| SourceCounters {
@@ -227,13 +263,21 @@ impl Summary {
         }
     }
 
-    /// Clean: no payload error, sequence break or deadline miss.
+    /// Clean: no payload error, sequence break or deadline miss. A run
+    /// stopped by a signal is `Stopped` either way: the stop is not the
+    /// run's failure, and its quality is in the figures.
     pub fn run_end(&self) -> RunEnd {
-        if self.payload_errors == 0 && self.sequence_errors == 0 && self.deadline_misses == 0 {
+        if self.stopped_by_signal {
+            RunEnd::Stopped
+        } else if self.quality_clean() {
             RunEnd::Clean
         } else {
             RunEnd::WithErrors
         }
+    }
+
+    fn quality_clean(&self) -> bool {
+        self.payload_errors == 0 && self.sequence_errors == 0 && self.deadline_misses == 0
     }
 
     /// Writes the JSON (pretty, one trailing newline) to `path`.
@@ -315,11 +359,30 @@ impl fmt::Display for Summary {
             s.watchdog_pings
         )?;
         for (i, k) in s.sinks.iter().enumerate() {
-            writeln!(
+            write!(
                 out,
                 "summary: sink[{i}] {} sent={} queue_full={} errors={}",
                 k.name, k.sent, k.queue_full, k.errors
             )?;
+            if let Some(a) = &k.asterix {
+                write!(
+                    out,
+                    " datagrams={} records={} split_frames={} send_errors={} clamped={}",
+                    a.datagrams, a.records, a.split_frames, a.send_errors, a.clamped
+                )?;
+            }
+            match (&k.down_at_start, k.down) {
+                (_, true) => write!(out, " state=DOWN (degraded)")?,
+                (Some(_), false) => write!(out, " state=up (down at start)")?,
+                (None, false) => {}
+            }
+            writeln!(out)?;
+            if let Some(why) = &k.down_at_start {
+                writeln!(
+                    out,
+                    "summary: sink[{i}] could not be created at start: {why}"
+                )?;
+            }
         }
         if let Some(c) = &s.source_counters {
             writeln!(
@@ -361,6 +424,26 @@ impl fmt::Display for Summary {
                 "summary: steal={steal:.1}ms (CPU time the hypervisor took)"
             )?;
         }
+        let quality = if s.quality_clean() {
+            "clean".to_string()
+        } else {
+            format!(
+                "{} deadline misses, {} payload errors, {} sequence errors",
+                s.deadline_misses, s.payload_errors, s.sequence_errors
+            )
+        };
+        // A loop that failed exits as its error says (RadardError::Loop: 1).
+        let (status, why) = match s.run_end() {
+            _ if s.loop_failed => (1, "the loop's error"),
+            RunEnd::Stopped => (0, "stopped by signal"),
+            RunEnd::Clean => (0, "clean run"),
+            RunEnd::WithErrors => (3, "frame limit reached with errors"),
+        };
+        debug_assert!(s.loop_failed || status == s.run_end().exit_code());
+        writeln!(
+            out,
+            "summary: quality {quality}; exit status {status} ({why})"
+        )?;
         Ok(())
     }
 }

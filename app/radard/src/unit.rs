@@ -80,6 +80,8 @@ impl Unit {
     ) -> Result<(), SetupError> {
         if cfg.source.content == Content::Scene {
             self.load_scene(cfg, note)?;
+        }
+        if cfg.source.content.is_radar() {
             self.open_backend(cfg, note)?;
         }
         Ok(())

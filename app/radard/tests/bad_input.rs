@@ -80,7 +80,9 @@ fn sinks_that_cannot_be_made_are_named() {
     let o = radard(&["--frames", "1", "--sink", "smtp:mail.example"]);
     let e = refused(&o, 2);
     assert!(
-        e.contains("--sink \"smtp:mail.example\": unknown sink kind \"smtp\" (jsonl, udp, fpga)"),
+        e.contains(
+            "--sink \"smtp:mail.example\": unknown sink kind \"smtp\" (jsonl, udp, fpga, asterix)"
+        ),
         "{e}"
     );
     let dir = std::env::temp_dir().join(format!("radard-badsink-{}", std::process::id()));
@@ -92,16 +94,24 @@ fn sinks_that_cannot_be_made_are_named() {
         e.contains("sink[0].kind: unknown sink kind \"smtp\""),
         "{e}"
     );
-    // A jsonl path whose directory cannot be created (a regular file is in
-    // the way): named, before any frame is captured.
-    let blocker = dir.join("a-file");
-    std::fs::write(&blocker, "").expect("write");
-    let target = format!("jsonl:{}/detections.jsonl", blocker.display());
-    let e = refused(&radard(&["--frames", "1", "--sink", &target]), 2);
-    assert!(
-        e.contains("sink[0].path") && e.contains(&blocker.display().to_string()),
-        "{e}"
+    // Values out of range: refused, the key named.
+    std::fs::write(
+        &path,
+        "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nsac = 999\n",
+    )
+    .expect("write");
+    let e = refused(&radard(&["--config", path.to_str().expect("utf8")]), 2);
+    assert!(e.contains("sink[0].sac: 999 is out of range"), "{e}");
+    let e = refused(
+        &radard(&[
+            "--frames",
+            "1",
+            "--sink",
+            "asterix:no-such-host.invalid:8600",
+        ]),
+        2,
     );
+    assert!(e.contains("sink[0].address"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -130,6 +140,7 @@ fn decode_record_prints_a_detections_line_and_names_a_bad_file() {
     radar_dsp::detection::DetectionsLine {
         sequence: 1234,
         timestamp_ns: Some(10_159_207),
+        utc: None,
         latency_ns: None,
         detections: &[d, d],
         cut: 3,
@@ -150,4 +161,22 @@ fn decode_record_prints_a_detections_line_and_names_a_bad_file() {
         "{e}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_front_end_on_the_simulator_is_refused_with_the_key() {
+    // The simulator has no radar front end: a configuration error (exit 2)
+    // naming the key, before anything starts.
+    let o = radard(&["--content", "adc", "--frames", "1"]);
+    let e = refused(&o, 2);
+    assert!(
+        e.contains("source.content: adc is the card's front end"),
+        "{e}"
+    );
+    let o = radard(&["--content", "front-end", "--frames", "1"]);
+    let e = refused(&o, 2);
+    assert!(
+        e.contains("unknown content \"front-end\" (adc, scene, test-pattern)"),
+        "{e}"
+    );
 }

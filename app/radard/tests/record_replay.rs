@@ -315,6 +315,7 @@ fn raw_scene_frames_replay_with_synthesised_metadata() {
     let scene = Scene {
         noise_rms_lsb: 32.0,
         targets: vec![Target::new(20.0, 3.0, 10.0, -10.0)],
+        frame_period_s: None,
     };
     let g = SceneGenerator::new(&cfg.chain_config(), &scene, 7).expect("generator");
     let mut file = fs::File::create(d.0.join("scene.raw")).expect("create");

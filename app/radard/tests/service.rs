@@ -392,11 +392,10 @@ kind = "fpga"
 }
 
 #[test]
-fn sinks_that_cannot_be_made_are_config_errors_naming_the_key() {
+fn sinks_with_bad_values_are_config_errors_naming_the_key() {
     let _serial = serial();
     let dir = scratch("bad-sinks");
     let cases = [
-        (vec!["--sink", "jsonl:/proc/nope/d.jsonl"], "sink[0].path"),
         (
             vec!["--sink", "fpga", "--sink", "smtp:x"],
             "unknown sink kind",
@@ -406,6 +405,15 @@ fn sinks_that_cannot_be_made_are_config_errors_naming_the_key() {
             "sink[0].address",
         ),
         (vec!["--sink", "udp:127.0.0.1"], "sink[0].address"),
+        (
+            vec![
+                "--sink",
+                "fpga",
+                "--sink",
+                "asterix:no-such-host.invalid:8600",
+            ],
+            "sink[1].address",
+        ),
     ];
     for (args, want) in cases {
         let out = radard()
@@ -419,4 +427,75 @@ fn sinks_that_cannot_be_made_are_config_errors_naming_the_key() {
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// The output failure policy (docs/outputs.md): an output that cannot be
+/// created at start (here a jsonl file under /proc) does not stop the unit.
+/// radard runs degraded: it processes every frame, earns a good health
+/// verdict that names the output down, says so in the status line and the
+/// summary, counts the frames the output missed, and exits 0.
+#[test]
+fn an_output_that_cannot_be_created_runs_degraded() {
+    let _serial = serial();
+    let dir = scratch("degraded");
+    let cfg = config(
+        &dir,
+        &format!(
+            "{SMALL_GEOMETRY}\n[health]\ngood_frames = 20\n[output]\nstatus_interval_ms = 100\n"
+        ),
+    );
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let good = format!("asterix:{}", rx.local_addr().expect("addr"));
+    let out = radard()
+        .args([
+            "--no-rt",
+            "--backend",
+            "cpu",
+            "--frames",
+            "60",
+            "--print-every",
+            "0",
+        ])
+        .args(["--chunk-period-us", "2000", "--config"])
+        .arg(&cfg)
+        .args(["--sink", "jsonl:/proc/nope/d.jsonl", "--sink", &good])
+        .arg("--health-file")
+        .arg(dir.join("health"))
+        .arg("--stats-json")
+        .arg(dir.join("stats.json"))
+        .output()
+        .expect("run radard");
+    let text = show(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("sink[0]: jsonl /proc/nope/d.jsonl: DOWN: sink[0].path: /proc/nope")
+            && stdout.contains("running degraded"),
+        "{text}"
+    );
+    assert!(
+        stdout.contains("sink[0](jsonl /proc/nope/d.jsonl) DOWN sent=0")
+            && stdout.contains("outputs=degraded(1 down)"),
+        "the status line: {text}"
+    );
+    let health = std::fs::read_to_string(dir.join("health")).expect("a health verdict");
+    assert!(health.starts_with("verdict=good\n"), "{health}");
+    assert!(
+        health.contains("\noutputs=degraded\noutputs_down=sink[0]\n"),
+        "{health}"
+    );
+    let s = summary(&dir.join("stats.json"));
+    assert_eq!(s["frames"], 60, "{text}");
+    let sinks = s["sinks"].as_array().expect("sinks");
+    assert_eq!(sinks[0]["down"], true);
+    assert!(
+        sinks[0]["down_at_start"]
+            .as_str()
+            .is_some_and(|w| w.contains("sink[0].path")),
+        "{text}"
+    );
+    assert_eq!(sinks[0]["errors"], 60, "every frame missed is counted");
+    assert_eq!(sinks[1]["down"], false);
+    assert_eq!(sinks[1]["sent"], 60, "{text}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
 }

@@ -144,6 +144,9 @@ struct FpgaCard {
     QEMUTimer *meta_timer;
     Notifier shutdown;
     char *shutdown_log;         /* property: where the state at shutdown goes */
+    char *adc_recording;        /* property: the front end's frames, raw */
+    uint8_t *adc_rec;           /* the recording, read at realize */
+    size_t adc_rec_len;
 
     FcChan h2c;
     FcChan c2h;
@@ -844,7 +847,7 @@ static uint32_t fc_pattern(uint64_t seq, uint32_t w, uint32_t chunk_words)
     }
 }
 
-/* Noise of the emulated "ADC" (no front end): a hash of frame and word. */
+/* Noise of the emulated "ADC" without a recording: a hash of frame and word. */
 static uint32_t fc_noise(uint64_t seq, uint32_t w)
 {
     uint64_t x = seq * 0x9E3779B97F4A7C15ULL + w;
@@ -853,6 +856,26 @@ static uint32_t fc_noise(uint64_t seq, uint32_t w)
     x *= 0xBF58476D1CE4E5B9ULL;
     x ^= x >> 29;
     return (uint32_t)x;
+}
+
+/*
+ * The ADC source. With a front-end recording (property adc-recording: raw
+ * frames in the layout of docs/requirements.md, concatenated) frame @seq
+ * is the recording's frame seq mod n, the front end running on whatever
+ * the host uploads; a recording shorter than one frame, or none, gives
+ * noise.
+ */
+static uint32_t fc_adc(FpgaCard *s, uint64_t seq, uint32_t w)
+{
+    FcSrc *f = &s->src;
+    uint64_t frames = f->frame_bytes ? s->adc_rec_len / f->frame_bytes : 0;
+    uint32_t v;
+
+    if (!frames) {
+        return fc_noise(seq, w);
+    }
+    memcpy(&v, s->adc_rec + (seq % frames) * f->frame_bytes + (size_t)w * 4, 4);
+    return le32_to_cpu(v);
 }
 
 static uint32_t fc_word(FpgaCard *s, uint32_t w)
@@ -870,7 +893,7 @@ static uint32_t fc_word(FpgaCard *s, uint32_t w)
         }
         return le32_to_cpu(v);
     default:
-        return fc_noise(f->seq, w);
+        return fc_adc(s, f->seq, w);
     }
 }
 
@@ -1550,6 +1573,20 @@ static void fc_realize(PCIDevice *pdev, Error **errp)
 {
     FpgaCard *s = FPGA_CARD(pdev);
 
+    if (s->adc_recording) {
+        GError *err = NULL;
+        gchar *data;
+        gsize len;
+
+        if (!g_file_get_contents(s->adc_recording, &data, &len, &err)) {
+            error_setg(errp, "radar-fpga-card: adc-recording: %s",
+                       err->message);
+            g_error_free(err);
+            return;
+        }
+        s->adc_rec = (uint8_t *)data;
+        s->adc_rec_len = len;
+    }
     pci_config_set_interrupt_pin(pdev->config, 1);
     memory_region_init_io(&s->bar_user, OBJECT(s), &fc_user_ops, s,
                           "radar-fpga-card-user", FP_BAR_USER_LEN);
@@ -1586,10 +1623,13 @@ static void fc_exit(PCIDevice *pdev)
     timer_free(s->stuck_timer);
     timer_free(s->meta_timer);
     msix_uninit_exclusive_bar(pdev);
+    g_free(s->adc_rec);
+    s->adc_rec = NULL;
 }
 
 static Property fc_properties[] = {
     DEFINE_PROP_STRING("shutdown-log", FpgaCard, shutdown_log),
+    DEFINE_PROP_STRING("adc-recording", FpgaCard, adc_recording),
     DEFINE_PROP_END_OF_LIST(),
 };
 

@@ -13,9 +13,12 @@
 #    (they must be the records sent, the last one possibly still in flight
 #    at the stop) and keeps the last one, which `radard decode-record` must
 #    decode to exactly the line radard's jsonl sink wrote for that frame.
-# 2. Revocation mid-run (nvp2p_shim's revoke knob): radard ends with exit
+# 2. The front end (--content adc): the card's ADC source plays a recording
+#    with moving targets (front-end.toml); every frame line must show them
+#    where that frame of the recording has them.
+# 3. Revocation mid-run (nvp2p_shim's revoke knob): radard ends with exit
 #    status 1 and "ring memory was revoked".
-# 3. SIGKILL mid-run; afterwards a new radard run on the same device works.
+# 4. SIGKILL mid-run; afterwards a new radard run on the same device works.
 # The harness then unloads the modules (nothing may hold them) and counts
 # kernel reports on the console (lockdep, KASAN, DMA-API, kmemleak).
 #
@@ -145,6 +148,41 @@ scene_run() { # SCENE FRAMES
 	check_fpga_records "$s" "${before:-0}"
 }
 
+# The front end: --content adc, nothing uploaded; the card's ADC source
+# plays the front-end recording run.sh gave it (front-end.toml, moving
+# targets), and every frame line must show the targets where the
+# recording's truth puts them in that frame (moving-targets.awk).
+adc_run() { # FRAMES
+	if [ ! -f "$D/front-end.truth" ] || [ ! -f "$D/front-end.frames" ]; then
+		failed "adc: no front-end recording truth in $D (run.sh writes it with the recording)"
+		return 1
+	fi
+	radard --config "$D/radard.toml" --content adc --frames "$1" --no-rt \
+		--stats-json "$OUT/adc.json" --sink "jsonl:$OUT/adc.jsonl" >"$OUT/adc.log" 2>&1 &
+	spid=$!
+	if ! wait_for "! kill -0 $spid 2>/dev/null" 180; then
+		failed "adc: radard still running after 180 s ($(stacks "$spid"); last lines: $(tail -n 2 "$OUT/adc.log" | tr '\n' ' '))"
+		kill -KILL "$spid" 2>/dev/null
+	fi
+	wait "$spid"
+	rc=$?
+	grep -v '^frame ' "$OUT/adc.log" | sed "s/^/[adc] /" >&2
+	run_ok adc "$rc" "$OUT/adc.log" || return 1
+	if ! grep -q "summary: frame limit reached ($1 frames)" "$OUT/adc.log"; then
+		failed "adc: did not run $1 frames"
+		return 1
+	fi
+	if check=$(awk -f "$D/moving-targets.awk" -v truth="$D/front-end.truth" \
+		-v frames="$(cat "$D/front-end.frames")" "$OUT/adc.log" 2>&1); then
+		n=$(echo "$check" | sed -n 's/^frames=\([0-9]*\).*/\1/p')
+		frames_verified=$((frames_verified + n))
+		passed "adc (front-end recording, moving targets): $check"
+	else
+		failed "adc: $(echo "$check" | head -n 3 | tr '\n' ' ')"
+		return 1
+	fi
+}
+
 # radard in the background until frame $2 is printed; sets $pid.
 start_bg() { # NAME FIRST-FRAMES [RADARD-ARGS...]
 	name=$1 first=$2
@@ -162,6 +200,7 @@ for scene in "$D"/scene-*.toml; do
 	s=${scene##*/scene-}
 	scene_run "${s%.toml}" "$FRAMES"
 done
+adc_run 60
 
 # Revocation while streaming.
 if [ ! -d /sys/module/nvp2p_shim ] && [ -d /sys/module/nvidia_p2p ]; then

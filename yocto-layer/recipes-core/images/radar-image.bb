@@ -9,6 +9,7 @@ inherit core-image
 IMAGE_INSTALL = "\
     packagegroup-core-boot \
     radard \
+    radard-doc \
     radarctl \
     radar-board \
     kernel-module-fpga-p2p \

@@ -1,8 +1,8 @@
 SUMMARY = "Radar appliance board files for the Jetson AGX Orin devkit"
 DESCRIPTION = "The radar user, the udev rule for /dev/fpga-p2p*, the power mode \
 and clocks unit, the health-gated mark-good unit (in place of NVIDIA's \
-unconditional nv_update_verifier), the data partition's mount and the \
-systemd preset."
+unconditional nv_update_verifier), the data partition's mount, the hardware \
+watchdog setting and the systemd preset."
 LICENSE = "GPL-2.0-only | MIT"
 LIC_FILES_CHKSUM = "file://${COMMON_LICENSE_DIR}/GPL-2.0-only;md5=801f80980d171dd6425610833a22dbe6 \
                     file://${COMMON_LICENSE_DIR}/MIT;md5=0835ade698e0bcf8506ecda2f7b4f302"
@@ -16,6 +16,7 @@ SRC_URI = "\
     file://systemd/data.mount \
     file://systemd/radar-data-mkfs.service \
     file://systemd/90-radar.preset \
+    file://systemd/system.conf.d/radar-watchdog.conf \
     file://scripts/radar-mark-good \
 "
 S = "${WORKDIR}"
@@ -36,6 +37,9 @@ do_install() {
     install -m 0644 ${S}/systemd/radar-mark-good.service ${D}${systemd_system_unitdir}/
     install -m 0644 ${S}/systemd/data.mount ${S}/systemd/radar-data-mkfs.service ${D}${systemd_system_unitdir}/
     install -m 0644 ${S}/systemd/90-radar.preset ${D}${systemd_unitdir}/system-preset/
+    # the hardware watchdog, petted by systemd (RuntimeWatchdogSec=)
+    install -d ${D}${systemd_unitdir}/system.conf.d
+    install -m 0644 ${S}/systemd/system.conf.d/radar-watchdog.conf ${D}${systemd_unitdir}/system.conf.d/
 
     install -d ${D}${libexecdir}/radar
     install -m 0755 ${S}/scripts/radar-mark-good ${D}${libexecdir}/radar/
@@ -52,6 +56,7 @@ SYSTEMD_SERVICE:${PN} = "radar-performance.service radar-mark-good.service data.
 FILES:${PN} += "\
     ${nonarch_base_libdir}/udev/rules.d \
     ${systemd_unitdir}/system-preset \
+    ${systemd_unitdir}/system.conf.d \
     ${libexecdir}/radar \
     ${sysconfdir}/systemd/system/nv_update_verifier.service \
 "

@@ -9,17 +9,31 @@ RADAR_CARGO_PACKAGE = "radard"
 inherit systemd
 
 FILESEXTRAPATHS:prepend := "${RADAR_BOARD_DIR}/systemd:${RADAR_BOARD_DIR}:"
-SRC_URI += "file://radard.service file://radard.toml"
+SRC_URI += "\
+    file://radard.service \
+    file://radard.toml \
+    file://tmpfiles/radard.conf \
+    file://radard-site.conf.example \
+    file://docs/image.md \
+"
 
 do_install:append() {
     install -d ${D}${systemd_system_unitdir}
     install -m 0644 ${WORKDIR}/radard.service ${D}${systemd_system_unitdir}/
-    # the unit's configuration (board/jetson-agx-orin-devkit/radard.toml)
-    install -d ${D}${sysconfdir}/radard
+    # the unit's configuration (board/jetson-agx-orin-devkit/radard.toml);
+    # a site's changes go into drop-ins beside it (radard.toml.d/*.toml)
+    install -d ${D}${sysconfdir}/radard ${D}${sysconfdir}/radard/radard.toml.d
     install -m 0644 ${WORKDIR}/radard.toml ${D}${sysconfdir}/radard/
+    # /data/radard, the JSONL output's directory, made at boot
+    install -d ${D}${nonarch_libdir}/tmpfiles.d
+    install -m 0644 ${WORKDIR}/tmpfiles/radard.conf ${D}${nonarch_libdir}/tmpfiles.d/
+    # radard.service's Documentation= and the example of a site's drop-in
+    install -d ${D}${docdir}/radard
+    install -m 0644 ${WORKDIR}/docs/image.md ${WORKDIR}/radard-site.conf.example ${D}${docdir}/radard/
 }
 
 CONFFILES:${PN} = "${sysconfdir}/radard/radard.toml"
+FILES:${PN} += "${nonarch_libdir}/tmpfiles.d"
 
 SYSTEMD_SERVICE:${PN} = "radard.service"
 

@@ -17,6 +17,7 @@ pub fn detect(
     let scene = Scene {
         noise_rms_lsb: 32.0,
         targets,
+        frame_period_s: None,
     };
     let generator = SceneGenerator::new(cfg, &scene, seed).expect("valid scene");
     let (frame, stats) = generator.frame(index);
@@ -90,6 +91,7 @@ pub fn random_scene(cfg: &ChainConfig, rng: &mut ChaCha8Rng, max_targets: usize)
     Scene {
         noise_rms_lsb: rng.random_range(4.0..64.0),
         targets,
+        frame_period_s: None,
     }
 }
 

@@ -22,6 +22,7 @@ pub fn decode_record(input: &Path) -> Result<u8, RadardError> {
     DetectionsLine {
         sequence: r.sequence,
         timestamp_ns: Some(r.timestamp_ns),
+        utc: None,
         latency_ns: None,
         detections: &r.detections,
         cut: r.cut,

@@ -16,11 +16,13 @@ pub fn dispatch(cli: &Cli) -> Result<u8, RadardError> {
     if let Some(Command::DecodeRecord { input }) = &cli.command {
         return decode_record::decode_record(input);
     }
-    let cfg = cli.config()?;
+    let sources = cli.config_sources()?;
+    let cfg = cli.config(&sources)?;
     if cli.print_config {
-        print!("{}", toml::to_string_pretty(&cfg)?);
+        print!("{}{}", sources.header(), toml::to_string_pretty(&cfg)?);
         return Ok(0);
     }
+    println!("radard: {}", sources.summary_line());
     match &cli.command {
         Some(Command::Record { output }) => record::record(cli, &cfg, output),
         Some(Command::Replay { .. }) => replay::replay(cli, &cfg),

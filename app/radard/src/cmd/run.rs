@@ -1,7 +1,8 @@
 //! `radard` with no subcommand: the run. Sets the unit up
 //! ([`radard::Radard`]), runs the loop until `--frames`, SIGINT/SIGTERM or
 //! a fatal error of the source, prints the summary and writes its JSON.
-//! Exit status 3 when the run completed with frame errors or misses.
+//! Exit status 3 when the run reached its frame limit with frame errors or
+//! misses; 0 when a signal stopped it (its quality is in the summary).
 
 use std::io::Write;
 

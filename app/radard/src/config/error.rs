@@ -17,6 +17,13 @@ pub enum ConfigError {
     Invalid { key: &'static str, reason: String },
     #[error("config: {key}: {reason}")]
     InvalidAt { key: String, reason: String },
+    /// An error of the key that `files` set (a configuration read from a
+    /// base file and drop-ins).
+    #[error("{files}: {inner}")]
+    InFile {
+        files: String,
+        inner: Box<ConfigError>,
+    },
     /// The chain's own validation, whose messages already say "config:".
     #[error(transparent)]
     Chain(#[from] radar_dsp::DspError),

@@ -1,12 +1,14 @@
 //! The configuration file of `radard` (TOML). Every section is optional and
 //! has defaults; unknown keys are refused; every error names the key.
+//! `files` finds and merges the files: `/etc/radard/radard.toml` (or
+//! `RADARD_CONFIG`, or `--config`) and its drop-ins `radard.toml.d/*.toml`.
 //!
 //! ```toml
 //! [source]
 //! kind = "sim"              # sim | kmod | replay
 //! device = 0                # /dev/fpga-p2p<device> (kmod)
 //! slots = 4                 # ring slots, >= 2
-//! content = "scene"         # scene (synthetic radar frames) | test-pattern
+//! content = "scene"         # adc (the front end) | scene (synthetic radar frames) | test-pattern
 //! chunk_period_us = 500     # 16 chunks x 500 us = one frame per 8 ms
 //! # chunk_period_ns = 62500 # finer; overrides chunk_period_us (1 ms frames)
 //! event_timeout_ms = 1000
@@ -44,12 +46,15 @@
 //! command = []              # e.g. ["/usr/bin/mark-good"]; run once, after the file
 //!
 //! [[sink]]                  # any number of sinks (docs/detections-format.md)
-//! kind = "jsonl"            # jsonl | udp | fpga
+//! kind = "jsonl"            # jsonl | udp | fpga | asterix
 //! path = "/var/lib/radard/detections.jsonl"
 //! rotate_bytes = 67108864   # start a new file past this size; 0 = never
 //! keep = 4                  # rotated files kept (path.1 .. path.K)
 //! # kind = "udp", address = "192.168.1.10:5005"
 //! # kind = "fpga"           # the FPGA's transmit channel (board/fpga/detections-record.md)
+//! # kind = "asterix", address = "239.10.10.10:8600", sac = 0, sic = 1,
+//! #   max_datagram = 1400, multicast_ttl = 1, multicast_loop = true
+//! #                         # CAT-010 target reports (docs/asterix.md)
 //!
 //! [simulator]               # fault injection of --source sim (tests)
 //! drop_every = 0            # drop every Nth frame at the source
@@ -80,10 +85,11 @@
 //! `--sink`).
 
 mod error;
+mod files;
 mod sink;
 mod source;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use radar_dsp::config::ChainParams;
 use radar_dsp::cuda::{CudaOptions, GpuWait};
@@ -94,7 +100,11 @@ use crate::rt::RtConfig;
 use crate::telemetry::TelemetryConfig;
 
 pub use error::ConfigError;
-pub use sink::{SINK_KINDS, SinkArgError, SinkConfig, SinkKind};
+pub use files::{BaseChoice, CONFIG_ENV, ConfigSources, DEFAULT_CONFIG_PATH};
+pub use sink::{
+    DEFAULT_MAX_DATAGRAM, DEFAULT_SAC, DEFAULT_SIC, MAX_MAX_DATAGRAM, MIN_MAX_DATAGRAM, SINK_KINDS,
+    SinkArgError, SinkConfig, SinkKind, resolve,
+};
 pub use source::{Content, ReplayRate, SourceConfig, SourceKind};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -234,26 +244,29 @@ pub struct RadardConfig {
 }
 
 impl RadardConfig {
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::parse(&text, &path.display().to_string())
-    }
-
     /// Parse and validate; `origin` names the text in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let cfg: RadardConfig = toml::from_str(text).map_err(|e| {
-            // A `[[sink]]` table that makes no sink is named by its index
-            // and key, as the checks of `validate` name theirs.
-            sink::first_bad_table(text).unwrap_or_else(|| ConfigError::Parse {
-                path: origin.to_string(),
-                message: e.to_string().trim_end().to_string(),
-            })
-        })?;
+        let cfg = Self::parse_unvalidated(text, origin)?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// Parse only: syntax, types and known keys (a drop-in on its own).
+    pub fn parse_unvalidated(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            // A `[[sink]]` table that makes no sink is named by its index
+            // and key, as the checks of `validate` name theirs.
+            match sink::first_bad_table(text) {
+                Some(bad) => ConfigError::InFile {
+                    files: origin.to_string(),
+                    inner: Box::new(bad),
+                },
+                None => ConfigError::Parse {
+                    path: origin.to_string(),
+                    message: e.to_string().trim_end().to_string(),
+                },
+            }
+        })
     }
 
     pub fn chain_config(&self) -> ChainConfig {
@@ -336,6 +349,14 @@ impl RadardConfig {
             return Err(ConfigError::Invalid {
                 key: "source.event_timeout_ms",
                 reason: "must be at least 1".into(),
+            });
+        }
+        if s.content == Content::Adc && s.kind == SourceKind::Sim {
+            return Err(ConfigError::Invalid {
+                key: "source.content",
+                reason: "adc is the card's front end (source.kind = \"kmod\", or a recording \
+                         with \"replay\"); the simulator has none: use scene"
+                    .into(),
             });
         }
         if s.content == Content::Scene && s.scene_frames == 0 {
@@ -476,6 +497,42 @@ mod tests {
             (
                 "[[sink]]\nkind = \"fpga\"\n[[sink]]\nkind = \"udp\"\naddress = \"1.2.3.4:99999\"",
                 "sink[1].address",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nsac = 256",
+                "sink[0].sac: 256 is out of range",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nsic = -1",
+                "sink[0].sic: -1 is out of range",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"no.such.host.invalid:8600\"",
+                "sink[0].address",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"",
+                "sink[0].address: a asterix sink needs an address",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nmax_datagram = 23",
+                "sink[0].max_datagram: 23 bytes is too small for one record",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nmax_datagram = 70000",
+                "sink[0].max_datagram",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nmulticast_ttl = 2",
+                "sink[0].multicast_ttl: \"127.0.0.1:8600\" is not a multicast group",
+            ),
+            (
+                "[[sink]]\nkind = \"asterix\"\naddress = \"239.0.0.1:8600\"\nmulticast_ttl = 300",
+                "sink[0].multicast_ttl: 300 is more than 255",
+            ),
+            (
+                "[[sink]]\nkind = \"udp\"\naddress = \"127.0.0.1:8600\"\nsic = 1",
+                "sink[0].sic: only an asterix sink takes sic",
             ),
             ("[loop]\npolicy = \"fastest\"", "policy"),
             ("[health]\ngood_frames = 0", "health.good_frames"),

@@ -38,6 +38,25 @@ pub enum Content {
     Scene,
     /// The FPGA's checkable test pattern: every frame is verified, no DSP.
     TestPattern,
+    /// The radar front end: the card's ADC stream, processed by the chain.
+    /// Nothing is uploaded; the simulator has no front end.
+    Adc,
+}
+
+impl Content {
+    /// Radar frames, for the chain (scene playback or the front end).
+    pub fn is_radar(self) -> bool {
+        matches!(self, Content::Scene | Content::Adc)
+    }
+
+    /// The name in the TOML and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Content::Scene => "scene",
+            Content::TestPattern => "test-pattern",
+            Content::Adc => "adc",
+        }
+    }
 }
 
 impl FromStr for Content {
@@ -46,7 +65,8 @@ impl FromStr for Content {
         match s {
             "scene" => Ok(Content::Scene),
             "test-pattern" => Ok(Content::TestPattern),
-            _ => Err(format!("unknown content {s:?} (scene, test-pattern)")),
+            "adc" => Ok(Content::Adc),
+            _ => Err(format!("unknown content {s:?} (adc, scene, test-pattern)")),
         }
     }
 }

@@ -173,7 +173,8 @@ pub fn status(
             .unwrap_or_else(|| format!("sink{i}"));
         sinks.push(SinkStatus {
             name: Text::truncate_from(&name),
-            enabled: true,
+            // A sink that could not be created (the unit runs degraded).
+            enabled: c.down == 0,
             written: c.sent,
             failed: c.errors + c.queue_full,
         });
@@ -291,6 +292,17 @@ pub fn log_event(id: u64, e: &Event) -> LogEvent {
         Some(EventKind::Stop) => (
             WireKind::Other,
             format!("loop stopped after {} frames", e.a),
+        ),
+        Some(EventKind::SinkDown) => (
+            WireKind::Fault,
+            format!(
+                "sink {} could not be created: running degraded, retrying",
+                e.a
+            ),
+        ),
+        Some(EventKind::SinkUp) => (
+            WireKind::Other,
+            format!("sink {} created after {} attempts", e.a, e.b),
         ),
         None => (
             WireKind::Other,

@@ -124,8 +124,11 @@ fn status(core: &mut LinkState<'_>, out: &mut String) -> Result<(), String> {
     for k in s.sinks.iter() {
         let _ = writeln!(
             out,
-            "sink {}: written {} failed {}",
-            k.name, k.written, k.failed
+            "sink {}: written {} failed {}{}",
+            k.name,
+            k.written,
+            k.failed,
+            if k.enabled { "" } else { " DOWN (degraded)" }
         );
     }
     match &s.gpu {

@@ -11,7 +11,7 @@ use radar_dsp::Detections;
 use crate::config::{RadardConfig, SinkKind};
 use crate::report::{FrameLine, FrameLineQueue};
 use crate::sinks::{DetectionFeed, detections_record};
-use crate::status::{PowerMapSnapshot, StatusBoard};
+use crate::status::{PowerMapSnapshot, SinkCounter, StatusBoard};
 
 use super::param_queue::{self, ChangeQueue, ParamReceiver, ParamSender, ReplyQueue};
 
@@ -162,6 +162,9 @@ impl LoopResources {
     pub fn new(cfg: &RadardConfig, latency_frames: usize) -> Self {
         let board = Arc::new(StatusBoard::new());
         board.set_sink_count(cfg.sinks.len());
+        for (i, s) in cfg.sinks.iter().enumerate() {
+            board.sink_set(i, SinkCounter::Kind, s.kind().code());
+        }
         let max = cfg.chain.max_detections;
         let threaded = cfg.sinks.iter().any(|s| s.kind() != SinkKind::Fpga);
         let g = &cfg.geometry;

@@ -238,6 +238,7 @@ pub fn run(
             }
         };
         let t_event = monotonic_ns();
+        let utc_ns = crate::wall_clock::utc_of_monotonic(t_event);
         let meta = *frame.meta();
         // Capture time on the host clock: the simulator stamps frames with
         // CLOCK_MONOTONIC; a stamp from another clock (in the future, or
@@ -301,7 +302,7 @@ pub fn run(
                         line.skipped = Some(DropReason::Crc);
                     }
                 }
-                Content::Scene => {
+                Content::Scene | Content::Adc => {
                     if let Some(b) = backend.as_deref_mut() {
                         let input = FrameInput {
                             bytes: frame.data(),
@@ -384,14 +385,10 @@ pub fn run(
                 snap.consecutive_good += 1;
             }
             let list: &[radar_dsp::Detection] = match opts.content {
-                Content::Scene => &dets.list,
+                Content::Scene | Content::Adc => &dets.list,
                 Content::TestPattern => &[],
             };
-            let cut = if opts.content == Content::Scene {
-                dets.cut
-            } else {
-                0
-            };
+            let cut = if opts.content.is_radar() { dets.cut } else { 0 };
             let l = &mut snap.latest;
             l.sequence = meta.sequence;
             l.timestamp_ns = meta.timestamp_ns;
@@ -401,7 +398,14 @@ pub fn run(
             l.cut = cut + (list.len() - kept) as u32;
             l.detections[..kept].copy_from_slice(&list[..kept]);
             if let Some(feed) = ctx.feed {
-                feed.push(meta.sequence, meta.timestamp_ns, latency, list, cut);
+                let stamp = crate::sinks::FrameStamp {
+                    sequence: meta.sequence,
+                    timestamp_ns: meta.timestamp_ns,
+                    utc_ns,
+                    time_source: crate::wall_clock::TimeSource::FrameEvent,
+                    latency_ns: latency,
+                };
+                feed.push(&stamp, list, cut);
             }
             if let Some(f) = ctx.fpga.as_deref_mut() {
                 crate::sinks::detections_record::encode(
@@ -427,7 +431,7 @@ pub fn run(
                 }
             }
             if opts.power_map_every > 0
-                && opts.content == Content::Scene
+                && opts.content.is_radar()
                 && snap.frames_processed % u64::from(opts.power_map_every) == 0
                 && let Some(b) = backend.as_deref_mut()
                 && b.power_map(ctx.power_raw).is_ok()

@@ -8,20 +8,39 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use radar_dsp::Detection;
 
+use crate::wall_clock::TimeSource;
+
 /// Frames the feed holds (about a second at 8 ms frames).
 pub const FEED_FRAMES: usize = 128;
 /// Words of a slot before its detections: sequence, timestamp, latency,
-/// count and cut.
-const HEADER_WORDS: usize = 4;
+/// count and cut, UTC time, its source.
+const HEADER_WORDS: usize = 6;
 
 /// One frame's detections as a sink reads them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FrameDetections {
     pub sequence: u64,
+    /// The source's capture timestamp (the FPGA's clock).
     pub timestamp_ns: u64,
+    /// The frame's wall-clock time (UTC, ns since 1970) and its source.
+    pub utc_ns: u64,
+    pub time_source: TimeSource,
     pub latency_ns: u64,
     pub cut: u32,
     pub detections: Vec<Detection>,
+}
+
+/// What the loop knows of a frame besides its detections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameStamp {
+    pub sequence: u64,
+    /// The source's capture timestamp (the FPGA's clock).
+    pub timestamp_ns: u64,
+    /// The frame's wall-clock time (UTC, ns since 1970) and its source.
+    pub utc_ns: u64,
+    pub time_source: TimeSource,
+    /// Capture to detections published.
+    pub latency_ns: u64,
 }
 
 impl FrameDetections {
@@ -80,14 +99,7 @@ impl DetectionFeed {
 
     /// The loop's write (single writer). Detections beyond the feed's
     /// capacity are added to the cut.
-    pub fn push(
-        &self,
-        sequence: u64,
-        timestamp_ns: u64,
-        latency_ns: u64,
-        dets: &[Detection],
-        cut: u32,
-    ) {
+    pub fn push(&self, stamp: &FrameStamp, dets: &[Detection], cut: u32) {
         let i = self.head.load(Ordering::Relaxed);
         let slot = (i % FEED_FRAMES as u64) as usize;
         let n = dets.len().min(self.max_detections);
@@ -95,10 +107,12 @@ impl DetectionFeed {
         self.stamps[slot].store(0, Ordering::Relaxed);
         fence(Ordering::Release);
         let w = &self.words[slot * self.slot_words..(slot + 1) * self.slot_words];
-        w[0].store(sequence, Ordering::Relaxed);
-        w[1].store(timestamp_ns, Ordering::Relaxed);
-        w[2].store(latency_ns, Ordering::Relaxed);
+        w[0].store(stamp.sequence, Ordering::Relaxed);
+        w[1].store(stamp.timestamp_ns, Ordering::Relaxed);
+        w[2].store(stamp.latency_ns, Ordering::Relaxed);
         w[3].store(((n as u64) << 32) | u64::from(cut), Ordering::Relaxed);
+        w[4].store(stamp.utc_ns, Ordering::Relaxed);
+        w[5].store(stamp.time_source.to_word(), Ordering::Relaxed);
         for (k, d) in dets[..n].iter().enumerate() {
             let base = HEADER_WORDS + k * DET_WORDS;
             let words: [u64; DET_WORDS] = bytemuck::cast(*d);
@@ -137,6 +151,8 @@ impl DetectionFeed {
         let nc = w[3].load(Ordering::Relaxed);
         let n = ((nc >> 32) as usize).min(self.max_detections);
         out.cut = nc as u32;
+        out.utc_ns = w[4].load(Ordering::Relaxed);
+        out.time_source = TimeSource::from_word(w[5].load(Ordering::Relaxed));
         out.detections.clear();
         for k in 0..n {
             let base = HEADER_WORDS + k * DET_WORDS;
@@ -167,16 +183,28 @@ mod tests {
         let mut cursor = 0;
         assert_eq!(feed.read(&mut cursor, &mut rec), FeedRead::Empty);
         let dets: Vec<Detection> = (0..6).map(det).collect();
-        feed.push(7, 100, 5, &dets, 1);
+        let stamp = FrameStamp {
+            sequence: 7,
+            timestamp_ns: 100,
+            utc_ns: 1_795_700_000_000_000_000,
+            time_source: TimeSource::FrameEvent,
+            latency_ns: 5,
+        };
+        feed.push(&stamp, &dets, 1);
         assert_eq!(feed.read(&mut cursor, &mut rec), FeedRead::Copied);
         assert_eq!(
-            (rec.sequence, rec.timestamp_ns, rec.latency_ns),
-            (7, 100, 5)
+            (rec.sequence, rec.timestamp_ns, rec.utc_ns, rec.latency_ns),
+            (7, 100, 1_795_700_000_000_000_000, 5)
         );
+        assert_eq!(rec.time_source, TimeSource::FrameEvent);
         assert_eq!(rec.detections, dets[..4].to_vec());
         assert_eq!(rec.cut, 3, "1 cut by the chain, 2 by the feed's capacity");
         for s in 0..(FEED_FRAMES as u64 + 5) {
-            feed.push(s, 0, 0, &[], 0);
+            let stamp = FrameStamp {
+                sequence: s,
+                ..FrameStamp::default()
+            };
+            feed.push(&stamp, &[], 0);
         }
         assert_eq!(feed.read(&mut cursor, &mut rec), FeedRead::Lost(5));
         assert_eq!(feed.read(&mut cursor, &mut rec), FeedRead::Copied);

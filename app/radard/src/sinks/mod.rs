@@ -14,7 +14,16 @@
 //! the detections record ([`detections_record::encode`]) into a
 //! preallocated buffer and submits it (a copy into a transmit slot and one
 //! non-blocking submit; a full transmit ring counts as `queue_full`).
+//!
+//! A file or network sink that cannot be created at start (no route to its
+//! destination, a data directory not writable yet) does not stop radard:
+//! the unit runs degraded without it, says so (status line, STATUS=, the
+//! health verdict, the diagnostics, the summary), and the sink's thread
+//! tries again every [`REOPEN_INTERVAL`], counting the frames it could not
+//! write as errors. Only a configuration error (a bad key value, checked
+//! before anything starts) refuses to run (docs/outputs.md).
 
+pub mod asterix;
 pub mod detections_record;
 mod feed;
 
@@ -23,25 +32,29 @@ use std::io::Write;
 use std::net::{ToSocketAddrs, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use radar_dsp::detection::DetectionsLine;
 use thiserror::Error;
 
-use crate::config::SinkConfig;
-use crate::status::{EventKind, StatusBoard};
+use crate::config::{DEFAULT_MAX_DATAGRAM, SinkConfig};
+use crate::status::{EventKind, SinkCounter, StatusBoard};
+use asterix::{AsterixSender, AsterixSetup};
 
-pub use feed::{DetectionFeed, FEED_FRAMES, FeedRead, FrameDetections};
+pub use feed::{DetectionFeed, FEED_FRAMES, FeedRead, FrameDetections, FrameStamp};
 /// Default rotation size of a jsonl sink.
 pub const DEFAULT_ROTATE_BYTES: u64 = 64 << 20;
 /// Default rotated files kept.
 pub const DEFAULT_KEEP: u32 = 4;
 /// The largest UDP payload sent (an IPv4 datagram's limit, less headers).
 pub const MAX_DATAGRAM: usize = 65_000;
+/// How often a sink that could not be created is tried again.
+pub const REOPEN_INTERVAL: Duration = Duration::from_secs(1);
 
-#[derive(Debug, Error)]
+/// Why a sink could not be created: the key it was created from, and why.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum SinkError {
-    #[error("config: {key}: {reason}")]
+    #[error("{key}: {reason}")]
     Create { key: String, reason: String },
 }
 
@@ -49,6 +62,7 @@ pub enum SinkError {
 pub enum SinkTarget {
     Jsonl(JsonlFile),
     Udp(UdpSocket),
+    Asterix(AsterixSender),
 }
 
 /// A jsonl file with size-based rotation.
@@ -124,33 +138,44 @@ impl JsonlFile {
     }
 }
 
+/// A threaded sink as built at start-up: open, or down with the reason
+/// (its thread tries again).
+pub struct ThreadedSink {
+    pub name: String,
+    pub target: Result<SinkTarget, SinkError>,
+    opener: SinkOpener,
+}
+
 /// A sink as built at start-up.
 pub enum Sink {
     /// Written by its own thread from the feed.
-    Threaded { name: String, target: SinkTarget },
+    Threaded(ThreadedSink),
     /// The FPGA's transmit channel, submitted by the loop.
     Fpga,
 }
 
-/// Creates the configured sinks; an error names the key (`sink[i].path`).
-pub fn create_sinks(sinks: &[SinkConfig]) -> Result<Vec<Sink>, SinkError> {
-    let mut out = Vec::with_capacity(sinks.len());
-    for (i, s) in sinks.iter().enumerate() {
-        let key = |k: &str| format!("sink[{i}].{k}");
-        let sink = match s {
+/// What a threaded sink is created from, again when it was down.
+#[derive(Clone, Debug)]
+struct SinkOpener {
+    index: usize,
+    config: SinkConfig,
+    simulated: bool,
+}
+
+impl SinkOpener {
+    fn open(&self) -> Result<SinkTarget, SinkError> {
+        let key = |k: &str| format!("sink[{}].{k}", self.index);
+        match &self.config {
             SinkConfig::Jsonl {
                 path,
                 rotate_bytes,
                 keep,
-            } => Sink::Threaded {
-                name: format!("jsonl {}", path.display()),
-                target: SinkTarget::Jsonl(JsonlFile::open(
-                    path,
-                    &key("path"),
-                    rotate_bytes.unwrap_or(DEFAULT_ROTATE_BYTES),
-                    keep.unwrap_or(DEFAULT_KEEP),
-                )?),
-            },
+            } => Ok(SinkTarget::Jsonl(JsonlFile::open(
+                path,
+                &key("path"),
+                rotate_bytes.unwrap_or(DEFAULT_ROTATE_BYTES),
+                keep.unwrap_or(DEFAULT_KEEP),
+            )?)),
             SinkConfig::Udp { address: addr } => {
                 let create = |reason: String| SinkError::Create {
                     key: key("address"),
@@ -168,42 +193,126 @@ pub fn create_sinks(sinks: &[SinkConfig]) -> Result<Vec<Sink>, SinkError> {
                 // and counted as an error.
                 sock.connect(to)
                     .map_err(|e| create(format!("{addr:?}: {e}")))?;
-                Sink::Threaded {
-                    name: format!("udp {to}"),
-                    target: SinkTarget::Udp(sock),
-                }
+                Ok(SinkTarget::Udp(sock))
             }
-            SinkConfig::Fpga => Sink::Fpga,
-        };
-        out.push(sink);
+            SinkConfig::Asterix {
+                address,
+                sac,
+                sic,
+                max_datagram,
+                multicast_ttl,
+                multicast_loop,
+            } => AsterixSender::open(&AsterixSetup {
+                address: address.clone(),
+                sac: *sac,
+                sic: *sic,
+                max_datagram: max_datagram.unwrap_or(DEFAULT_MAX_DATAGRAM),
+                multicast_ttl: *multicast_ttl,
+                multicast_loop: *multicast_loop,
+                simulated: self.simulated,
+            })
+            .map(SinkTarget::Asterix)
+            .map_err(|reason| SinkError::Create {
+                key: key("address"),
+                reason,
+            }),
+            // Not a threaded sink.
+            SinkConfig::Fpga => Err(SinkError::Create {
+                key: key("kind"),
+                reason: "the fpga sink has no thread".into(),
+            }),
+        }
     }
-    Ok(out)
+}
+
+/// A sink's name in logs and the status line.
+fn sink_name(s: &SinkConfig) -> String {
+    match s {
+        SinkConfig::Jsonl { path, .. } => format!("jsonl {}", path.display()),
+        SinkConfig::Udp { address } => format!("udp {address}"),
+        SinkConfig::Asterix { address, .. } => format!("asterix {address}"),
+        SinkConfig::Fpga => "fpga transmit channel".into(),
+    }
+}
+
+/// Creates the configured sinks (their keys were checked by the
+/// configuration). One that cannot be created comes back down, with the
+/// key and the reason; its thread tries again. `simulated`: the frames are
+/// synthetic (ASTERIX marks its reports so).
+pub fn create_sinks(sinks: &[SinkConfig], simulated: bool) -> Vec<Sink> {
+    sinks
+        .iter()
+        .enumerate()
+        .map(|(index, s)| {
+            if *s == SinkConfig::Fpga {
+                return Sink::Fpga;
+            }
+            let opener = SinkOpener {
+                index,
+                config: s.clone(),
+                simulated,
+            };
+            Sink::Threaded(ThreadedSink {
+                name: sink_name(s),
+                target: opener.open(),
+                opener,
+            })
+        })
+        .collect()
 }
 
 impl Sink {
     pub fn name(&self) -> &str {
         match self {
-            Sink::Threaded { name, .. } => name,
+            Sink::Threaded(t) => &t.name,
             Sink::Fpga => "fpga transmit channel",
+        }
+    }
+
+    /// Why the sink is down (None: it is up).
+    pub fn down_reason(&self) -> Option<&SinkError> {
+        match self {
+            Sink::Threaded(t) => t.target.as_ref().err(),
+            Sink::Fpga => None,
         }
     }
 }
 
 /// A sink's writer thread body: reads the feed from `start` and writes
-/// until `done` is set and everything published is written (or lost).
+/// until `done` is set and everything published is written (or lost). A
+/// sink that is down is tried again every [`REOPEN_INTERVAL`]; the frames
+/// that come meanwhile count as its errors.
 pub fn run_writer(
     index: usize,
-    mut target: SinkTarget,
+    sink: ThreadedSink,
     feed: &DetectionFeed,
     board: &StatusBoard,
     done: &AtomicBool,
     start: u64,
 ) {
+    let ThreadedSink {
+        name,
+        target,
+        opener,
+    } = sink;
+    let mut target = target.ok();
+    let mut attempts = 1u64;
+    let mut next_attempt = Instant::now() + REOPEN_INTERVAL;
     let mut cursor = start;
     let mut rec = FrameDetections::with_capacity(feed.max_detections);
     let mut line = Vec::with_capacity(64 << 10);
     loop {
         let finished = done.load(Ordering::Acquire);
+        if target.is_none() && !finished && Instant::now() >= next_attempt {
+            attempts += 1;
+            next_attempt = Instant::now() + REOPEN_INTERVAL;
+            if let Ok(t) = opener.open() {
+                target = Some(t);
+                board.sink_set(index, SinkCounter::Down, 0);
+                board.post(EventKind::SinkUp, index as u64, attempts);
+                eprintln!("radard: sink[{index}]: {name}: created after {attempts} attempts");
+            }
+        }
         let mut idle = true;
         loop {
             match feed.read(&mut cursor, &mut rec) {
@@ -212,7 +321,12 @@ pub fn run_writer(
                 FeedRead::Copied => {
                     idle = false;
                     line.clear();
-                    let result = match &mut target {
+                    let Some(target) = target.as_mut() else {
+                        // Down: this frame is not written.
+                        board.sink_error(index);
+                        continue;
+                    };
+                    let result = match target {
                         SinkTarget::Jsonl(f) => {
                             line_of(&rec, rec.detections.len(), &mut line);
                             f.write_line(&line)
@@ -228,6 +342,21 @@ pub fn run_writer(
                                 line_of(&rec, n, &mut line);
                             }
                             sock.send(&line).map(|_| ())
+                        }
+                        SinkTarget::Asterix(tx) => {
+                            let s = tx.send_frame(&rec);
+                            board.sink_add(index, SinkCounter::Datagrams, s.datagrams);
+                            board.sink_add(index, SinkCounter::Records, s.records);
+                            board.sink_add(index, SinkCounter::Clamped, s.clamped);
+                            if s.datagrams + s.send_errors > 1 {
+                                board.sink_add(index, SinkCounter::SplitFrames, 1);
+                            }
+                            if s.send_errors > 0 {
+                                board.sink_add(index, SinkCounter::SendErrors, s.send_errors);
+                                Err(std::io::Error::other("a datagram was not sent"))
+                            } else {
+                                Ok(())
+                            }
                         }
                     };
                     match result {
@@ -257,6 +386,7 @@ fn line_of(rec: &FrameDetections, n: usize, out: &mut Vec<u8>) {
     DetectionsLine {
         sequence: rec.sequence,
         timestamp_ns: Some(rec.timestamp_ns),
+        utc: Some(rec.time_source.utc(rec.utc_ns)),
         latency_ns: Some(rec.latency_ns),
         detections: &rec.detections[..n],
         cut: rec.cut + (rec.detections.len() - n) as u32,
@@ -300,20 +430,74 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// The degraded policy: a sink that cannot be created comes back down
+    /// with the key and the reason, the others are created.
     #[test]
-    fn sinks_that_cannot_be_created_name_the_key() {
+    fn sinks_that_cannot_be_created_are_down_and_name_the_key() {
         let bad = SinkConfig::Jsonl {
             path: "/proc/no/such/dir/d.jsonl".into(),
             rotate_bytes: None,
             keep: None,
         };
-        let err = create_sinks(&[SinkConfig::Fpga, bad])
-            .err()
-            .expect("refused")
-            .to_string();
+        let sinks = create_sinks(&[SinkConfig::Fpga, bad], false);
+        assert!(sinks[0].down_reason().is_none());
+        let err = sinks[1].down_reason().expect("down").to_string();
         assert!(
             err.contains("sink[1].path") && err.contains("/proc/no/such/dir"),
             "{err}"
         );
+    }
+
+    /// A jsonl sink whose directory cannot be created at start (a file is
+    /// in its way) counts the frames it misses as errors, is created once
+    /// the way is clear, and writes the frames after that.
+    #[test]
+    fn a_sink_down_at_start_comes_up_when_it_can() {
+        let dir = std::env::temp_dir().join(format!("radard-down-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let blocker = dir.join("data");
+        std::fs::write(&blocker, b"not a directory").expect("file");
+        let path = blocker.join("d.jsonl");
+        let cfg = SinkConfig::Jsonl {
+            path: path.clone(),
+            rotate_bytes: None,
+            keep: None,
+        };
+        let mut sinks = create_sinks(&[cfg], false);
+        assert!(sinks[0].down_reason().is_some());
+        let Some(Sink::Threaded(sink)) = sinks.pop() else {
+            panic!("a threaded sink");
+        };
+        let feed = DetectionFeed::new(4);
+        let board = StatusBoard::new();
+        board.set_sink_count(1);
+        board.sink_set(0, SinkCounter::Down, 1);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let writer = scope.spawn(|| run_writer(0, sink, &feed, &board, &done, 0));
+            let stamp = |sequence| FrameStamp {
+                sequence,
+                ..FrameStamp::default()
+            };
+            feed.push(&stamp(1), &[test_detection(1)], 0);
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(board.snapshot().sinks[0].errors, 1, "missed while down");
+            std::fs::remove_file(&blocker).expect("clear the way");
+            let t0 = Instant::now();
+            while board.snapshot().sinks[0].down != 0 {
+                assert!(t0.elapsed() < REOPEN_INTERVAL * 5, "never came up");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            feed.push(&stamp(2), &[test_detection(2)], 0);
+            done.store(true, Ordering::Release);
+            writer.join().expect("writer");
+        });
+        let c = board.snapshot().sinks[0];
+        assert_eq!((c.sent, c.errors, c.down), (1, 1, 0));
+        let text = std::fs::read_to_string(&path).expect("written");
+        assert_eq!(text.lines().count(), 1);
+        assert!(text.starts_with("{\"version\":1,\"sequence\":2,"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -34,6 +34,11 @@ pub enum EventKind {
     ParameterChange = 9,
     /// The loop stopped (a: frames processed).
     Stop = 10,
+    /// A sink could not be created at start; the unit runs without it and
+    /// retries (a: sink index).
+    SinkDown = 11,
+    /// A sink that was down was created (a: sink index, b: attempts).
+    SinkUp = 12,
 }
 
 impl EventKind {
@@ -49,6 +54,8 @@ impl EventKind {
             8 => EventKind::HealthGood,
             9 => EventKind::ParameterChange,
             10 => EventKind::Stop,
+            11 => EventKind::SinkDown,
+            12 => EventKind::SinkUp,
             _ => return None,
         })
     }
@@ -64,6 +71,8 @@ impl EventKind {
             EventKind::HealthGood => "health-good",
             EventKind::ParameterChange => "parameter-change",
             EventKind::Stop => "stop",
+            EventKind::SinkDown => "sink-down",
+            EventKind::SinkUp => "sink-up",
         }
     }
 }

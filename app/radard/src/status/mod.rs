@@ -129,7 +129,7 @@ impl HealthState {
     }
 }
 
-/// Counters of one sink, in frames' detections.
+/// Counters of one sink, in frames' detections, and its state.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct SinkCounters {
@@ -138,9 +138,43 @@ pub struct SinkCounters {
     /// Frames' detections lost because the sink fell behind (its queue
     /// was full).
     pub queue_full: u64,
-    /// Frames' detections the sink failed to write.
+    /// Frames' detections the sink failed to write (also those that came
+    /// while it was down).
     pub errors: u64,
+    /// The sink's kind (`SinkKind::code`; 0 before it is set).
+    pub kind: u64,
+    /// 1 while the sink could not be created (the unit runs degraded and
+    /// its thread retries), else 0.
+    pub down: u64,
+    /// Datagram sinks (asterix): datagrams sent, records in them, frames
+    /// that took more than one datagram, datagrams whose send failed, and
+    /// records with a value saturated to fit its field.
+    pub datagrams: u64,
+    pub records: u64,
+    pub split_frames: u64,
+    pub send_errors: u64,
+    pub clamped: u64,
 }
+
+/// Indices of [`SinkCounters`]' words on the board.
+#[derive(Clone, Copy, Debug)]
+#[repr(usize)]
+pub enum SinkCounter {
+    Sent,
+    QueueFull,
+    Errors,
+    Kind,
+    Down,
+    Datagrams,
+    Records,
+    SplitFrames,
+    SendErrors,
+    Clamped,
+}
+
+/// Words per sink on the board.
+const SINK_WORDS: usize = 10;
+const _: () = assert!(std::mem::size_of::<SinkCounters>() == SINK_WORDS * 8);
 
 /// The latest processed frame.
 #[repr(C)]
@@ -232,6 +266,14 @@ impl StatusSnapshot {
     pub fn health(&self) -> HealthState {
         HealthState::from_u64(self.health_state)
     }
+    /// Sinks down (not created; the unit runs degraded).
+    pub fn sinks_down(&self) -> usize {
+        self.sinks
+            .iter()
+            .take(self.sink_count as usize)
+            .filter(|c| c.down != 0)
+            .count()
+    }
     /// The `q` quantile (0..=1) of the latency histogram in microseconds
     /// (None: no frames), by [`histogram_percentile_us`]: never above the
     /// largest latency seen.
@@ -268,7 +310,7 @@ pub struct StatusBoard {
     events: EventLog,
     /// Per-sink counters, written by the sinks' threads (sent, errors) and
     /// the loop (queue-full); read into the snapshot by `snapshot()`.
-    sinks: [[AtomicU64; 3]; MAX_SINKS],
+    sinks: [[AtomicU64; SINK_WORDS]; MAX_SINKS],
     sink_count: AtomicU64,
     loop_cpu_per_frame_ns: AtomicU64,
     loop_cpu_total_ns: AtomicU64,
@@ -320,11 +362,8 @@ impl StatusBoard {
         let n = (self.sink_count.load(Ordering::Relaxed) as usize).min(MAX_SINKS);
         s.sink_count = n as u64;
         for (c, a) in s.sinks.iter_mut().zip(&self.sinks).take(n) {
-            *c = SinkCounters {
-                sent: a[0].load(Ordering::Relaxed),
-                queue_full: a[1].load(Ordering::Relaxed),
-                errors: a[2].load(Ordering::Relaxed),
-            };
+            let words: [u64; SINK_WORDS] = std::array::from_fn(|k| a[k].load(Ordering::Relaxed));
+            *c = bytemuck::cast(words);
         }
         s.loop_cpu_per_frame_ns = self.loop_cpu_per_frame_ns.load(Ordering::Relaxed);
         s.loop_cpu_total_ns = self.loop_cpu_total_ns.load(Ordering::Relaxed);
@@ -350,21 +389,28 @@ impl StatusBoard {
         self.sink_count
             .store(n.min(MAX_SINKS) as u64, Ordering::Relaxed);
     }
-    pub fn sink_sent(&self, i: usize, n: u64) {
+    /// Adds `n` to one of sink `i`'s counters; returns its new value (0
+    /// for a sink without counters).
+    pub fn sink_add(&self, i: usize, counter: SinkCounter, n: u64) -> u64 {
+        self.sinks.get(i).map_or(0, |c| {
+            c[counter as usize].fetch_add(n, Ordering::Relaxed) + n
+        })
+    }
+    /// Sets one of sink `i`'s words (its kind, whether it is down).
+    pub fn sink_set(&self, i: usize, counter: SinkCounter, v: u64) {
         if let Some(c) = self.sinks.get(i) {
-            c[0].fetch_add(n, Ordering::Relaxed);
+            c[counter as usize].store(v, Ordering::Relaxed);
         }
     }
+    pub fn sink_sent(&self, i: usize, n: u64) {
+        self.sink_add(i, SinkCounter::Sent, n);
+    }
     pub fn sink_queue_full(&self, i: usize, n: u64) {
-        if let Some(c) = self.sinks.get(i) {
-            c[1].fetch_add(n, Ordering::Relaxed);
-        }
+        self.sink_add(i, SinkCounter::QueueFull, n);
     }
     /// Counts a sink error; returns the sink's errors so far.
     pub fn sink_error(&self, i: usize) -> u64 {
-        self.sinks
-            .get(i)
-            .map_or(0, |c| c[2].fetch_add(1, Ordering::Relaxed) + 1)
+        self.sink_add(i, SinkCounter::Errors, 1)
     }
 
     /// Loop CPU figures (from the status thread).

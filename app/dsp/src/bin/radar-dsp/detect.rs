@@ -65,6 +65,7 @@ pub fn run(a: Args) -> Result<(), DspError> {
         DetectionsLine {
             sequence: frame,
             timestamp_ns: None,
+            utc: None,
             latency_ns: None,
             detections: &dets.list,
             cut: dets.cut,

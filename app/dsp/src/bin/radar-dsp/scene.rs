@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use radar_dsp::DspError;
 use radar_dsp::scene::{Scene, SceneGenerator, Target};
@@ -31,6 +31,14 @@ pub struct Args {
     seed: u64,
     #[arg(long, default_value_t = 1)]
     frames: u64,
+    /// Frame period in milliseconds: targets move by velocity x period per
+    /// frame (overrides the scene file's `frame_period_s`).
+    #[arg(long)]
+    frame_period_ms: Option<f64>,
+    /// Also write each frame's truth as JSON Lines: `{"frame", "targets": [{"range_m",
+    /// "range_bin", "doppler_bin", "velocity_mps", "azimuth_deg", "sin_theta", "in_view"}]}`.
+    #[arg(long)]
+    truth: Option<PathBuf>,
 }
 
 /// Write the frames of the scene `a` describes.
@@ -44,6 +52,9 @@ pub fn run(a: Args) -> Result<(), DspError> {
     if let Some(n) = a.noise_rms {
         scene.noise_rms_lsb = n;
     }
+    if let Some(ms) = a.frame_period_ms {
+        scene.frame_period_s = Some(ms / 1000.0);
+    }
     let generator = SceneGenerator::new(&cfg, &scene, a.seed)?;
     let io = |e| DspError::Io {
         context: a.output.display().to_string(),
@@ -52,6 +63,9 @@ pub fn run(a: Args) -> Result<(), DspError> {
     let mut w = BufWriter::new(File::create(&a.output).map_err(io)?);
     let stats = generator.write_frames(&mut w, a.frames)?;
     w.flush().map_err(io)?;
+    if let Some(path) = &a.truth {
+        write_truth(&generator, a.frames, path)?;
+    }
     eprintln!(
         "radar-dsp: wrote {} frame(s) of {} bytes to {} ({} target(s), noise rms {} LSB, {} saturated components)",
         a.frames,
@@ -68,4 +82,33 @@ pub fn run(a: Args) -> Result<(), DspError> {
         );
     }
     Ok(())
+}
+
+/// One JSON line per frame: where each target is in it.
+fn write_truth(generator: &SceneGenerator, frames: u64, path: &Path) -> Result<(), DspError> {
+    let io = |e| DspError::Io {
+        context: path.display().to_string(),
+        source: e,
+    };
+    let mut w = BufWriter::new(File::create(path).map_err(io)?);
+    for f in 0..frames {
+        let targets: Vec<serde_json::Value> = generator
+            .truth_at(f)
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "range_m": t.range_m,
+                    "range_bin": t.range_bin,
+                    "doppler_bin": t.doppler_bin,
+                    "velocity_mps": t.velocity_mps,
+                    "azimuth_deg": t.azimuth_deg,
+                    "sin_theta": t.sin_theta,
+                    "in_view": t.in_view,
+                })
+            })
+            .collect();
+        let line = serde_json::json!({ "frame": f, "targets": targets });
+        writeln!(w, "{line}").map_err(io)?;
+    }
+    w.flush().map_err(io)
 }

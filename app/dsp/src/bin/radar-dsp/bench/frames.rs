@@ -27,6 +27,7 @@ fn bench_scene(cfg: &ChainConfig, k: usize) -> Scene {
     Scene {
         noise_rms_lsb: 32.0,
         targets,
+        frame_period_s: None,
     }
 }
 
