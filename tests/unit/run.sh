@@ -103,9 +103,9 @@ nv_ko=$(find "$mods/nvidia-p2p" -name nvidia-p2p.ko -print -quit)
 # that radard cannot take SCHED_FIFO, and the unit's rt.strict refuses to run.
 # shellcheck disable=SC1091
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
-log "building radard and radarctl (release)"
-(cd "$top" && nice cargo build --release --locked -p radard -p radarctl) >"$work/cargo.log" 2>&1 ||
-	{ tail -n 40 "$work/cargo.log" >&2; die "building radard/radarctl failed"; }
+log "building radard, radarctl and radar-dsp (release)"
+(cd "$top" && nice cargo build --release --locked -p radard -p radarctl -p radar-dsp) >"$work/cargo.log" 2>&1 ||
+	{ tail -n 40 "$work/cargo.log" >&2; die "building radard/radarctl/radar-dsp failed"; }
 bindir="$top/target/release"
 
 # --- the run's files: the manifest's, then the test's -----------------------------
@@ -118,7 +118,8 @@ while read -r recipe kind src dest mode; do
 	case $recipe in '' | '#'*) continue ;; esac
 	dest=${dest//KERNEL_VERSION/$kver}
 	case $kind in
-	file) install -D -m "$mode" "$board/$src" "$root$dest" ;;
+	file) install -D -m "$mode" "$top/$src" "$root$dest" ;;
+	dir) install -d -m "$mode" "$root$dest" ;;
 	program) install -D -m "$mode" "$bindir/$src" "$root$dest" ;;
 	module)
 		[ "$src" = fpga_p2p ] || die "install-manifest: no build for module $src"
@@ -155,6 +156,32 @@ install -D -m 0644 "$here/guest/radar-mark-good-unit-test.conf" \
 # Developer override: more files for the guest (e.g. a unit drop-in to try).
 [ -z "${RADAR_UNIT_EXTRA_ROOT:-}" ] || cp -a "$RADAR_UNIT_EXTRA_ROOT/." "$test_root/"
 install -m 0755 "$here/guest/install.sh" "$stage/install.sh"
+# The front end: with content adc, the card streams a recording of moving
+# targets (front-end.toml in the test's geometry) written by radar-dsp,
+# with its per-frame truth for the ASTERIX check.
+card=radar-fpga-card
+if [ "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["content"])' "$work/config.json")" = adc ]; then
+	awk '/^\[/ { keep = ($0 ~ /^\[(geometry|physical|cfar|chain)\]/) } keep' \
+		"$here/radard-unit.toml" >"$work/front-end-chain.toml"
+	"$bindir/radar-dsp" scene --config "$work/front-end-chain.toml" --scene "$here/front-end.toml" \
+		--frames 100 --seed 7 --output "$work/front-end.raw" --truth "$work/front-end.truth.jsonl" \
+		2>"$work/front-end.log" || { cat "$work/front-end.log" >&2; die "writing the front-end recording failed"; }
+	card+=",adc-recording=${work//,/,,}/front-end.raw"
+fi
+# The second decoder of the ASTERIX check (as tests/asterix-roundtrip.sh).
+asterix_python=''
+if python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["effective"]
+sys.exit(0 if any(s.get("kind") == "asterix" for s in c.get("sink", [])) else 1)' "$work/config.json"; then
+	ver=$(sed -n 's/^ASTERIX_DECODER_VERSION=//p' "$top/tests/asterix-roundtrip.sh")
+	venv=$HOME/.cache/radar-asterix/venv-asterix_decoder-$ver
+	if ! "$venv/bin/python" -c "import asterix" 2>/dev/null; then
+		log "installing asterix_decoder $ver (PyPI) into $venv"
+		rm -rf "$venv"
+		python3 -m venv "$venv"
+		"$venv/bin/pip" install -q "asterix_decoder==$ver"
+	fi
+	asterix_python="$venv/bin/python"
+fi
 # Wireshark's dissector for the ASTERIX check, when the unit sends ASTERIX.
 if python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["effective"]
 sys.exit(0 if any(s.get("kind") == "asterix" for s in c.get("sink", [])) else 1)' "$work/config.json"; then
@@ -181,7 +208,7 @@ cmdline+=" rcupdate.rcu_cpu_stall_timeout=60 watchdog_thresh=30"
 qemu=("$qemu_bin" -accel tcg -machine q35 -smp 4 -m 2048 -nodefaults -no-user-config
 	-L /usr/share/qemu -L /usr/share/seabios -display none -no-reboot
 	-kernel "$work/vmlinuz" -initrd "$work/initrd.img" -append "$cmdline"
-	-device intel-iommu,intremap=on -device radar-fpga-card
+	-device intel-iommu,intremap=on -device "$card"
 	-drive "file=$image,format=raw,if=virtio,snapshot=on"
 	-drive "file=$work/stage.ext4,format=raw,if=virtio,readonly=on"
 	-drive "file=$work/data.img,format=raw,if=virtio"
@@ -198,6 +225,8 @@ qemu_pid=$!
 trap 'kill "$qemu_pid" 2>/dev/null || true' EXIT
 
 check_args=()
+[ -z "$asterix_python" ] || check_args+=(--asterix-python "$asterix_python")
+[ ! -f "$work/front-end.truth.jsonl" ] || check_args+=(--truth "$work/front-end.truth.jsonl")
 [ "$allow_pending" = 1 ] && check_args+=(--allow-pending)
 set +e
 python3 "$here/unit_checks.py" --shell "$work/shell.sock" --qemu-output "$work/qemu.out" \

@@ -148,6 +148,7 @@ def write(args):
         with open(os.path.join(root, DROPIN_DIR.lstrip("/"), DROPIN_NAME), "w") as f:
             f.write(text)
         print_config = ["radard", "--print-config"]
+        unitd = os.path.join(root, "etc/systemd/system/radard.service.d")
     else:
         # radard without drop-ins: the merge, and ExecStart pointed at it.
         mode = "merged"
@@ -165,6 +166,14 @@ def write(args):
                 f"[Service]\nExecStart=\nExecStart=/usr/bin/radard --config {MERGED}\n"
             )
         print_config = ["radard", "--config", MERGED, "--print-config"]
+    if redirected:
+        # As a site does (radard-site.conf.example): the destination allowed.
+        os.makedirs(unitd, exist_ok=True)
+        with open(os.path.join(unitd, "50-unit-test-site.conf"), "w") as f:
+            f.write(
+                "# The unit test's site: its outputs go to the host through QEMU's\n"
+                f"# user-mode network.\n[Service]\nIPAddressAllow=\nIPAddressAllow={HOST}\n"
+            )
     out = {
         "mode": mode,
         "content": content,

@@ -7,7 +7,9 @@ the image would.
 What is read from each recipe named in the manifest:
   - `install -m MODE FILE... DIR/` and `install -m MODE FILE DEST` lines of
     do_install (and do_install:append), their sources found through
-    SRC_URI's file:// entries and FILESEXTRAPATHS (the board directory);
+    SRC_URI's file:// entries and FILESEXTRAPATHS (the recipe and the files
+    it requires); `install -d` of a directory that receives no file (an
+    empty directory the image ships, such as a drop-in directory);
   - `ln -sf TARGET DEST` lines of do_install;
   - RADAR_CARGO_PACKAGE (cargo installs the program into ${bindir});
   - `inherit module`: every obj-m module of kmod/Kbuild but nvp2p_shim
@@ -40,6 +42,8 @@ VARS = {
     "sysconfdir": "/etc",
     "datadir": "/usr/share",
     "nonarch_base_libdir": "/usr/lib",
+    "nonarch_libdir": "/usr/lib",
+    "docdir": "/usr/share/doc",
     "systemd_unitdir": "/usr/lib/systemd",
     "systemd_system_unitdir": "/usr/lib/systemd/system",
     "KERNEL_VERSION": "KERNEL_VERSION",
@@ -114,12 +118,30 @@ def function_bodies(lines, names):
     return bodies
 
 
+def with_requires(layer, path):
+    """The recipe's text with every `require`d file's in its place."""
+    out = []
+    for line in open(path, encoding="utf-8").read().splitlines():
+        m = re.match(r"^\s*(require|include)\s+(\S+)\s*$", line)
+        if m:
+            for cand in (os.path.join(layer, m.group(2)), os.path.join(os.path.dirname(path), m.group(2))):
+                if os.path.isfile(cand):
+                    out.append(with_requires(layer, cand))
+                    break
+            else:
+                raise Unreadable(f"{path}: cannot find {m.group(2)}")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def recipe_entries(top, recipe):
     board = os.path.join(top, "board", "jetson-agx-orin-devkit")
-    paths = glob.glob(os.path.join(top, "yocto-layer", "recipes-*", recipe, f"{recipe}_*.bb"))
+    layer = os.path.join(top, "yocto-layer")
+    paths = glob.glob(os.path.join(layer, "recipes-*", recipe, f"{recipe}_*.bb"))
     if len(paths) != 1:
         raise Unreadable(f"recipe {recipe}: found {paths or 'no .bb'}")
-    text = open(paths[0], encoding="utf-8").read()
+    text = with_requires(layer, paths[0])
     lines = logical_lines(text)
     # Only the assignments' own text, not comments.
     lines = [ln for ln in lines if not ln.lstrip().startswith("#")]
@@ -146,15 +168,18 @@ def recipe_entries(top, recipe):
         for d in search:
             cand = os.path.join(d, rel)
             if os.path.isfile(cand):
-                return os.path.relpath(cand, board)
+                return os.path.relpath(cand, top)
         raise Unreadable(f"recipe {recipe}: {rel} is in no FILESEXTRAPATHS directory")
 
     entries = set()
+    dirs = set()
     for line in function_bodies(lines, ("do_install", "do_install:append")):
         words = shlex.split(line, comments=True)
         if not words:
             continue
-        if words[0] == "install" and "-d" not in words:
+        if words[0] == "install" and "-d" in words:
+            dirs |= {expand(w, local).rstrip("/") for w in words[1:] if w != "-d"}
+        elif words[0] == "install":
             if words[1] != "-m":
                 raise Unreadable(f"recipe {recipe}: cannot read {line.strip()!r}")
             mode = words[2].rjust(4, "0")
@@ -166,6 +191,10 @@ def recipe_entries(top, recipe):
         elif words[0] == "ln":
             target, dest = (expand(w, local) for w in words[-2:])
             entries.add((recipe, "link", target, dest, "-"))
+    files = [e[3] for e in entries]
+    for d in dirs:
+        if not any(f.startswith(d + "/") for f in files):
+            entries.add((recipe, "dir", "-", d, "0755"))
     cargo = value(lines, "RADAR_CARGO_PACKAGE")
     if cargo:
         entries.add((recipe, "program", cargo, f"/usr/bin/{cargo}", "0755"))
