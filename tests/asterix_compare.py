@@ -82,6 +82,10 @@ def tshark_records(pcap, port):
             continue
         lists = {k: v[k].split(",") if v[k] else [] for k in FIELDS[2:13]}
         n = len(lists["asterix.010_010_SAC"])
+        # I010/020's SIM bit is in its first extension, which a report of
+        # real (not simulated) data leaves out: absent from every record = 0.
+        if not lists["asterix.010_020_SIM"]:
+            lists["asterix.010_020_SIM"] = ["0"] * n
         if any(len(x) != n for x in lists.values()):
             out.append(f"items missing in some record: {lists}")
             continue

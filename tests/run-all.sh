@@ -80,6 +80,11 @@ step ota bash tests/ota/run.sh
 # pulsing the FPGA reset line on gpio-sim (debug kernel).
 step board:udev bash tests/board/qemu-board.sh --test udev
 step board:gpio bash tests/board/qemu-board.sh --test gpio
+# The unit's userspace booted in QEMU: Debian 12 with systemd as PID 1 (image
+# cached in ~/.cache/radar-unit), the repository's files at the install
+# manifest's paths, radard.service from the board's unit file; checks from
+# the host (tests/unit/README.md).
+step qemu:unit bash tests/unit/run.sh
 
 echo
 echo "Summary ($top)"

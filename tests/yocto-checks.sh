@@ -8,9 +8,12 @@
 #      (../shared/yocto/parse.sh): no error, no warning from our layer; the
 #      module's KBUILD_EXTRA_SYMBOLS names nvidia-kernel-oot's Module.symvers;
 #      the Rust toolchain recipes resolve to RADAR_RUST_VERSION; the image's
-#      task graph resolves.
+#      task graph resolves;
+#   5. the recipes install exactly the board's install manifest
+#      (board/jetson-agx-orin-devkit/install-manifest), which the unit test
+#      (tests/unit/) installs into its guest.
 #
-#   bash tests/yocto-checks.sh [crates|lint|kas|parse]...   (default: all)
+#   bash tests/yocto-checks.sh [crates|lint|kas|parse|manifest]...   (default: all)
 # Environment: YOCTO_SNAPSHOT_DIR (default yocto/ in the test inputs, found
 # by tests/shared-dir.sh), RADAR_YOCTO_WORK (default /var/tmp/radar-yocto: the source copy).
 set -euo pipefail
@@ -28,7 +31,7 @@ RECIPES=(fpga-p2p radard radarctl radar-board radar-fpga-overlay radar-image rad
 	rust-bin-cross-aarch64 cargo-bin-cross-aarch64)
 
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(crates lint kas parse)
+[ ${#parts[@]} -gt 0 ] || parts=(crates lint kas parse manifest)
 fail() { echo "yocto-checks: FAIL: $*" >&2; exit 1; }
 
 python_tools() {
@@ -182,13 +185,20 @@ check_parse() {
 	echo "task graph: radar-image -> radard resolved"
 }
 
+check_manifest() {
+	echo "--- install manifest against the recipes' do_install"
+	python3 "$layer/scripts/check-install-manifest.py" --top "$top" ||
+		fail "the recipes and board/jetson-agx-orin-devkit/install-manifest disagree"
+}
+
 for p in "${parts[@]}"; do
 	case $p in
+	manifest) check_manifest ;;
 	crates) check_crates ;;
 	lint) check_lint ;;
 	kas) check_kas ;;
 	parse) check_parse ;;
-	*) fail "unknown part '$p' (crates, lint, kas, parse)" ;;
+	*) fail "unknown part '$p' (crates, lint, kas, parse, manifest)" ;;
 	esac
 done
 echo "yocto-checks: ${parts[*]}: passed"

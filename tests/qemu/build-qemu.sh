@@ -19,14 +19,19 @@ force=0
 cache=${RADAR_QEMU_CACHE:-"$HOME/.cache/radar-qemu"}
 card="$here/fpga-card"
 # Bump when the steps below change in a way the inputs do not show.
-recipe=1
+recipe=2
+# QEMU's configuration. slirp: the user-mode network ("-netdev user"), with
+# which the unit test (tests/unit/) receives the guest's UDP outputs on the
+# host's loopback.
+configure_args=(--target-list=x86_64-softmmu --without-default-features --disable-docs
+	--disable-werror --enable-tcg --enable-fdt=system --enable-slirp --disable-install-blobs)
 # What goes into hw/misc/radar-fpga-card/ (the driver's own headers: one
 # register map for the driver and the card).
 inputs=("$card/fpga_card.c" "$card/fpga_card_test.h" "$card/compat/linux/bits.h"
 	"$top/kmod/fpga_p2p_regs.h" "$top/kmod/include/uapi/fpga_p2p.h")
 
 ensure_pkgs dpkg-dev ninja-build meson libglib2.0-dev libpixman-1-dev libfdt-dev \
-	zlib1g-dev pkg-config python3-venv flex bison gcc make patch
+	zlib1g-dev pkg-config python3-venv flex bison gcc make patch libslirp-dev
 
 # Debian's source packages: a deb-src twin of the system's sources.
 src_list=/etc/apt/sources.list.d/radar-deb-src.sources
@@ -46,6 +51,7 @@ ver=$(apt-cache showsrc qemu | sed -n 's/^Version: //p' | sort -V | tail -n 1)
 key=$({
 	cat "${inputs[@]}" "$card/qemu-hook.patch"
 	echo "qemu $ver"
+	echo "configure ${configure_args[*]}"
 	gcc --version | head -n1
 	echo "recipe $recipe"
 } | sha256sum | cut -c1-16)
@@ -90,20 +96,23 @@ for f in "${inputs[@]}"; do
 	# Copy only what changed, so ninja rebuilds only what depends on it.
 	cmp -s "$f" "$dst" || cp "$f" "$dst"
 done
-if [ ! -f "$build/build.ninja" ]; then
+# A build tree configured otherwise is configured afresh.
+if [ ! -f "$build/build.ninja" ] ||
+	[ "$(cat "$build/.radar-configure" 2>/dev/null)" != "${configure_args[*]}" ]; then
 	log "configuring QEMU"
 	rm -rf "$build"
 	mkdir -p "$build"
-	(cd "$build" && "$src/configure" --target-list=x86_64-softmmu \
-		--without-default-features --disable-docs --disable-werror --enable-tcg \
-		--enable-fdt=system --disable-install-blobs) >>"$cache/build.log" 2>&1 ||
+	(cd "$build" && "$src/configure" "${configure_args[@]}") >>"$cache/build.log" 2>&1 ||
 		{ tail -n 30 "$cache/build.log" >&2; die "configuring QEMU failed"; }
+	echo "${configure_args[*]}" >"$build/.radar-configure"
 fi
 log "building QEMU (a first build takes ~5 min on 2 cores)"
 nice ninja -C "$build" -j"$(nproc)" qemu-system-x86_64 >>"$cache/build.log" 2>&1 ||
 	{ grep -B2 -A12 'error' "$cache/build.log" | tail -n 40 >&2; die "building QEMU failed"; }
 "$build/qemu-system-x86_64" -device help 2>/dev/null | grep -q '"radar-fpga-card"' ||
 	die "the QEMU build has no radar-fpga-card device"
+"$build/qemu-system-x86_64" -netdev help 2>/dev/null | grep -qx user ||
+	die "the QEMU build has no user-mode network (slirp)"
 rm -rf "$out"
 mkdir -p "$out"
 cp "$build/qemu-system-x86_64" "$bin"
