@@ -95,11 +95,21 @@ pub fn apply_scheduling(cfg: &RtConfig, rep: &mut RtReport) -> Result<(), RtErro
         // has more fields than glibc's, so no struct literal).
         let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
         param.sched_priority = cfg.priority;
-        // SAFETY: param is a valid sched_param for the call's duration.
-        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+        // The calling thread only (what sched_setscheduler(0) does on
+        // Linux), through pthreads: musl's sched_setscheduler is a stub
+        // that always fails with ENOSYS.
+        // SAFETY: pthread_self() is the live calling thread; param is a
+        // valid sched_param for the call's duration.
+        let rc =
+            unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+        // pthread functions return the error number rather than set errno.
+        let result = match rc {
+            0 => Ok(()),
+            e => Err(std::io::Error::from_raw_os_error(e)),
+        };
         note(
             rep,
-            rc,
+            result,
             &format!("SCHED_FIFO priority {}", cfg.priority),
             &format!("SCHED_FIFO priority {}", cfg.priority),
         );
@@ -122,7 +132,7 @@ pub fn apply_memory(cfg: &RtConfig, rep: &mut RtReport) -> Result<(), RtError> {
     if cfg.lock_memory {
         // SAFETY: mlockall takes flags only.
         let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
-        note(rep, rc, "memory locked (mlockall)", "mlockall");
+        note(rep, os_result(rc), "memory locked (mlockall)", "mlockall");
     }
     strict(cfg, rep)
 }
@@ -143,7 +153,7 @@ pub fn apply_affinity(cfg: &RtConfig, rep: &mut RtReport) -> Result<(), RtError>
         };
         note(
             rep,
-            rc,
+            os_result(rc),
             &format!("loop thread pinned to CPU {cpu}"),
             &format!("sched_setaffinity(CPU {cpu})"),
         );
@@ -190,9 +200,10 @@ pub fn normal_thread() {
     // SAFETY: sched_param is plain integers, all-zero (priority 0) is valid
     // (musl's has more fields than glibc's, so no struct literal).
     let param: libc::sched_param = unsafe { std::mem::zeroed() };
-    // SAFETY: param is a valid sched_param for the call's duration; lowering
-    // the calling thread's policy needs no privilege.
-    let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+    // SAFETY: pthread_self() is the live calling thread; param is a valid
+    // sched_param for the call's duration; lowering the calling thread's
+    // policy needs no privilege. (Not sched_setscheduler: a stub on musl.)
+    let _ = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_OTHER, &param) };
     // SAFETY: gettid has no preconditions; on Linux setpriority(PRIO_PROCESS,
     // tid) sets that one thread's nice value, and raising it needs no
     // privilege.
@@ -217,19 +228,28 @@ fn strict(cfg: &RtConfig, rep: &RtReport) -> Result<(), RtError> {
     Ok(())
 }
 
-fn note(rep: &mut RtReport, rc: libc::c_int, ok: &str, what: &str) {
+/// A libc call's result by its -1-and-errno convention.
+fn os_result(rc: libc::c_int) -> std::io::Result<()> {
     if rc == 0 {
-        rep.obtained.push(ok.to_string());
+        Ok(())
     } else {
-        let err = std::io::Error::last_os_error();
-        let hint = match err.raw_os_error() {
-            Some(libc::EPERM) => {
-                " (needs root, CAP_SYS_NICE/CAP_IPC_LOCK, or LimitRTPRIO/LimitMEMLOCK in the unit)"
-            }
-            Some(libc::ENOMEM) => " (RLIMIT_MEMLOCK too small: raise LimitMEMLOCK)",
-            _ => "",
-        };
-        rep.missing.push(format!("{what}: {err}{hint}"));
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn note(rep: &mut RtReport, result: std::io::Result<()>, ok: &str, what: &str) {
+    match result {
+        Ok(()) => rep.obtained.push(ok.to_string()),
+        Err(err) => {
+            let hint = match err.raw_os_error() {
+                Some(libc::EPERM) => {
+                    " (needs root, CAP_SYS_NICE/CAP_IPC_LOCK, or LimitRTPRIO/LimitMEMLOCK in the unit)"
+                }
+                Some(libc::ENOMEM) => " (RLIMIT_MEMLOCK too small: raise LimitMEMLOCK)",
+                _ => "",
+            };
+            rep.missing.push(format!("{what}: {err}{hint}"));
+        }
     }
 }
 
@@ -263,6 +283,41 @@ mod tests {
             ..RtConfig::default()
         };
         assert!(apply(&cfg).unwrap_err().to_string().contains("rt.cpu"));
+    }
+
+    /// SCHED_FIFO is set on the calling thread (through pthreads, which
+    /// musl implements), or its refusal is reported with the reason.
+    #[test]
+    fn fifo_is_taken_by_the_calling_thread_or_reported() {
+        std::thread::spawn(|| {
+            let cfg = RtConfig {
+                priority: 7,
+                cpu: None,
+                lock_memory: false,
+                stack_prefault_bytes: 0,
+                strict: false,
+            };
+            let mut rep = RtReport::default();
+            apply_scheduling(&cfg, &mut rep).expect("best effort never fails");
+            // SAFETY: no preconditions; 0 is the calling thread.
+            let policy = unsafe { libc::sched_getscheduler(0) };
+            if rep.obtained.iter().any(|s| s == "SCHED_FIFO priority 7") {
+                assert_eq!(policy, libc::SCHED_FIFO, "{rep:?}");
+            } else {
+                assert!(
+                    rep.missing
+                        .iter()
+                        .any(|s| s.contains("SCHED_FIFO priority 7")),
+                    "{rep:?}"
+                );
+                assert_ne!(policy, libc::SCHED_FIFO);
+            }
+            normal_thread();
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_OTHER);
+        })
+        .join()
+        .expect("thread");
     }
 
     #[test]
