@@ -5,7 +5,7 @@
 # card is an emulated PCI device (tests/qemu/fpga-card/, QEMU built by
 # build-qemu.sh) behind QEMU's intel-iommu with DMA remapping on.
 #
-#   bash tests/qemu/run.sh --kernel debian|debug --suite NAME|all [--p2p shim|nvidia] [--swiotlb] [--keep] [--timeout S]
+#   bash tests/qemu/run.sh --kernel debian|debug --suite NAME[,NAME...]|all [--p2p shim|nvidia] [--swiotlb] [--keep] [--timeout S]
 #   bash tests/qemu/run.sh --kernel debian --suite shell    # interactive guest
 #   bash tests/qemu/run.sh --kernel debug --canary           # the detectors fire?
 #   bash tests/qemu/run.sh --list                            # the suites
@@ -77,8 +77,15 @@ canary)
 	export RADAR_KMOD_DIR="$here/planted-bugs" RADAR_SUITE_BIN="$here/planted-bugs/p2p-suite"
 	;;
 *)
-	[ -n "${limit_of[$suite]:-}" ] || die "no suite '$suite' (have: ${all_suites[*]} all shell)"
-	suites=("$suite")
+	# One suite, or a comma-separated list (run in the table's order).
+	IFS=, read -r -a asked <<<"$suite"
+	suites=()
+	for s in "${asked[@]}"; do
+		[ -n "${limit_of[$s]:-}" ] || die "no suite '$s' (have: ${all_suites[*]} all shell)"
+	done
+	for s in "${all_suites[@]}"; do
+		printf '%s\n' "${asked[@]}" | grep -qx "$s" && suites+=("$s")
+	done
 	;;
 esac
 
@@ -94,7 +101,7 @@ outdir=${RADAR_QEMU_OUTDIR:-"$top/target/qemu"}
 # swiotlb=force (every DMA bounced, the IOMMU off): a missing or wrong sync
 # shows up as a byte mismatch. Its results are kept apart.
 [ "$swiotlb" = 1 ] && outdir="$outdir/swiotlb"
-name="$kernel-$suite"
+name="$kernel-${suite//,/+}"
 work="$outdir/$name.d"
 console_log="$outdir/$name.log"
 results_log="$outdir/$name.results"
@@ -295,7 +302,7 @@ else
 	cmdline+=" intel_iommu=on iommu=nopt"
 fi
 guest_suite=$suite
-[ "$suite" = canary ] && guest_suite=$(IFS=,; echo "${suites[*]}")
+[ "$suite" != all ] && [ "$suite" != shell ] && guest_suite=$(IFS=,; echo "${suites[*]}")
 cmdline+=" radar.suite=$guest_suite radar.p2p=$p2p"
 # q35 with the emulated IOMMU (DMA and interrupt remapping) first, then the
 # card: every DMA of the card goes through the IOMMU's page tables. The
@@ -375,7 +382,7 @@ qemu_s=$((SECONDS - t_boot))
 log "QEMU exited with status $qemu_status after $qemu_s s"
 
 set +e
-python3 "$here/harness.py" report --kernel "$kernel" --p2p "$p2p" --suite "$suite" \
+python3 "$here/harness.py" report --kernel "$kernel" --p2p "$p2p" --suite "${suite//,/+}" \
 	--suites "${suites[*]}" --console "$console_log" --results "$results_log" --card "$card_log" \
 	--outdir "$outdir" --duration-s "$duration" --qemu-s "$qemu_s" ${boot_s:+--boot-s "$boot_s"} \
 	--qemu-status "$qemu_status" ${stalled:+--stalled "$stalled"} >"$outdir/$name.summary"
