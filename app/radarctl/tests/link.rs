@@ -317,10 +317,10 @@ fn snapshot_png_marks_the_targets() {
 fn flood_leaves_the_loop_alone() {
     let _g = serial();
     let (mut a, b) = (Pty::open(), Pty::open());
-    // The loop at its real-time priority and the unit's frames (4 MiB every
-    // 8 ms, CPU backend), as on the unit: the flood and the server that
+    // The loop at its real-time priority and the unit's frame rate (8 ms
+    // frames, CPU backend), as on the unit: the flood and the server that
     // reads it run on the normal scheduler and must not reach it.
-    let frames = Frames::Unit;
+    let frames = Frames::UnitRate;
     let radard = Radard::start_rt("flood", &a.slave_path, 50, frames);
     {
         let _relay = Relay::join(&a, &b);
