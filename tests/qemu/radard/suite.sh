@@ -58,6 +58,19 @@ stacks() {
 			"$(cat "$t/wchan" 2>/dev/null)" "$(tr '\n' ' ' <"$t/stack" 2>/dev/null | cut -c1-200)"
 	done
 }
+# Kills radard $1 and reaps it, but never waits on a process stuck in the
+# kernel (SIGKILL cannot end it): that is reported with its kernel stacks
+# and the suite goes on. Sets $rc (137 when reaped after the kill).
+kill_and_reap() { # PID WHAT
+	kill -KILL "$1" 2>/dev/null
+	if wait_for "! kill -0 $1 2>/dev/null" 10; then
+		wait "$1" 2>/dev/null
+		rc=$?
+	else
+		failed "$2: radard still there 10 s after SIGKILL ($(stacks "$1"))"
+		rc=none
+	fi
+}
 # The configuration for scene $1: radard.toml with the scene file.
 config_for() {
 	awk -v f="$D/scene-$1.toml" '{ print } /^\[source\]/ { print "scene_file = \"" f "\"" }' \
@@ -128,7 +141,8 @@ scene_run() { # SCENE FRAMES
 	spid=$!
 	if ! wait_for "! kill -0 $spid 2>/dev/null" 180; then
 		failed "scene $s: radard still running after 180 s ($(stacks "$spid"); last lines: $(tail -n 2 "$OUT/$s.log" | tr '\n' ' '))"
-		kill -KILL "$spid" 2>/dev/null
+		kill_and_reap "$spid" "scene $s"
+		return 1
 	fi
 	wait "$spid"
 	rc=$?
@@ -165,7 +179,8 @@ adc_run() { # FRAMES
 	spid=$!
 	if ! wait_for "! kill -0 $spid 2>/dev/null" 180; then
 		failed "adc: radard still running after 180 s ($(stacks "$spid"); last lines: $(tail -n 2 "$OUT/adc.log" | tr '\n' ' '))"
-		kill -KILL "$spid" 2>/dev/null
+		kill_and_reap "$spid" adc
+		return 1
 	fi
 	wait "$spid"
 	rc=$?
@@ -194,8 +209,7 @@ start_bg() { # NAME FIRST-FRAMES [RADARD-ARGS...]
 	pid=$!
 	wait_for "grep -q '^frame seq=$first ' $OUT/$name.log" 120 && return 0
 	failed "$name: no frame $first within 120 s: $(tail -n 3 "$OUT/$name.log" | tr '\n' ' ')"
-	kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
+	kill_and_reap "$pid" "$name"
 	return 1
 }
 
@@ -215,7 +229,9 @@ elif [ ! -w "$REVOKE" ]; then
 elif start_bg revoke 10; then
 	# In the background: a revocation that blocks in the kernel is a
 	# finding to report, not a hang of the suite.
-	(echo "$pid" >"$REVOKE") &
+	# Its own output, not the suite's: a writer stuck in the kernel must
+	# not hold the suite's stdout (the report) open.
+	(echo "$pid" >"$REVOKE") </dev/null >/dev/null 2>&1 &
 	rpid=$!
 	wait_for "! kill -0 $rpid 2>/dev/null" 30 ||
 		failed "revocation: the write to the shim's revoke knob did not return in 30 s ($(stacks "$rpid"))"
