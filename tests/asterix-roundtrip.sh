@@ -13,7 +13,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ASTERIX_DECODER_VERSION=0.7.11
 FRAMES=1100
 MAX_DATAGRAM=45 # a data block's 3-byte header and two 21-byte records
 SAC=7
@@ -25,13 +24,7 @@ if ! command -v tshark >/dev/null; then
 	as_root apt-get update -q
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends tshark
 fi
-venv=$HOME/.cache/radar-asterix/venv-asterix_decoder-$ASTERIX_DECODER_VERSION
-if ! "$venv/bin/python" -c "import asterix" 2>/dev/null; then
-	echo "asterix: installing asterix_decoder $ASTERIX_DECODER_VERSION (PyPI) into $venv"
-	rm -rf "$venv"
-	python3 -m venv "$venv"
-	"$venv/bin/pip" install -q "asterix_decoder==$ASTERIX_DECODER_VERSION"
-fi
+decoder_python=$(bash tests/asterix-decoder-venv.sh)
 echo "asterix: $(tshark -v 2>/dev/null | head -1)"
 
 cargo build --release --locked -p radard
@@ -87,6 +80,6 @@ touch "$out/stop"
 wait "$capture"
 trap - EXIT
 
-"$venv/bin/python" tests/asterix_compare.py --pcap "$out/capture.pcap" --port "$port" \
+"$decoder_python" tests/asterix_compare.py --pcap "$out/capture.pcap" --port "$port" \
 	--jsonl "$out/detections.jsonl" --stats "$out/stats.json" --sac "$SAC" --sic "$SIC" \
 	--max-datagram "$MAX_DATAGRAM" --min-frames 1000

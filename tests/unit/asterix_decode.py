@@ -2,7 +2,7 @@
 """Decodes the unit test's captured ASTERIX datagrams (a raw-IP pcap) with
 the two independent decoders of tests/asterix_compare.py: Wireshark's
 dissector (tshark) and asterix_decoder (PyPI). Run with the Python of the
-venv that has asterix_decoder (tests/asterix-roundtrip.sh makes it).
+venv that has asterix_decoder (tests/asterix-decoder-venv.sh makes it).
 
     asterix_decode.py PCAP PORT  ->  JSON on stdout:
     {"tshark": [records | "what is wrong", ...], "pypi": [...]}, one entry per datagram

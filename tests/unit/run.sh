@@ -172,15 +172,7 @@ fi
 asterix_python=''
 if python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["effective"]
 sys.exit(0 if any(s.get("kind") == "asterix" for s in c.get("sink", [])) else 1)' "$work/config.json"; then
-	ver=$(sed -n 's/^ASTERIX_DECODER_VERSION=//p' "$top/tests/asterix-roundtrip.sh")
-	venv=$HOME/.cache/radar-asterix/venv-asterix_decoder-$ver
-	if ! "$venv/bin/python" -c "import asterix" 2>/dev/null; then
-		log "installing asterix_decoder $ver (PyPI) into $venv"
-		rm -rf "$venv"
-		python3 -m venv "$venv"
-		"$venv/bin/pip" install -q "asterix_decoder==$ver"
-	fi
-	asterix_python="$venv/bin/python"
+	asterix_python=$(bash "$top/tests/asterix-decoder-venv.sh")
 fi
 # Wireshark's dissector for the ASTERIX check, when the unit sends ASTERIX.
 if python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["effective"]
