@@ -17,19 +17,63 @@ mkdir -p target/test-logs
 declare -a names results times
 failed=0
 
+wanted() {
+	[ ${#only[@]} -eq 0 ] || printf '%s\n' "${only[@]}" | grep -qx -e "$1" -e "${1%%:*}"
+}
+
+# step NAME CMD...: runs one step, its output to stdout and its log. Inside a
+# lane (below) the output goes to the log only and the result to the lane's
+# file, read back when the lanes are done.
+lane_file=''
 step() {
 	local name=$1; shift
-	if [ ${#only[@]} -gt 0 ] && ! printf '%s\n' "${only[@]}" | grep -qx -e "$name" -e "${name%%:*}"; then
-		return
-	fi
+	wanted "$name" || return 0
 	local log="target/test-logs/${name//[^A-Za-z0-9_.-]/_}.log"
-	echo "=== $name: $*"
-	local t0=$SECONDS rc
-	"$@" 2>&1 | tee "$log"
-	rc=${PIPESTATUS[0]}
-	names+=("$name"); times+=($((SECONDS - t0)))
-	if [ "$rc" -eq 0 ]; then results+=(PASS); else results+=("FAIL($rc)"); failed=1; fi
-	echo "=== $name: ${results[-1]} in $((SECONDS - t0)) s (log: $log)"
+	local t0=$SECONDS rc result
+	if [ -n "$lane_file" ]; then
+		echo "=== $name: started: $*"
+		"$@" >"$log" 2>&1 </dev/null
+		rc=$?
+	else
+		echo "=== $name: $*"
+		"$@" 2>&1 | tee "$log"
+		rc=${PIPESTATUS[0]}
+	fi
+	if [ "$rc" -eq 0 ]; then result=PASS; else result="FAIL($rc)"; fi
+	echo "=== $name: $result in $((SECONDS - t0)) s (log: $log)"
+	if [ -n "$lane_file" ]; then
+		printf '%s %s %s %s\n' "$name" "$result" "$((SECONDS - t0))" "$log" >>"$lane_file"
+	else
+		names+=("$name"); results+=("$result"); times+=($((SECONDS - t0)))
+		[ "$rc" -eq 0 ] || failed=1
+	fi
+}
+
+# lanes FN...: runs each function (a list of steps) in the background, side
+# by side. For steps that keep about one core busy (a QEMU guest under TCG):
+# two lanes on two cores take about half the time. Each step's log is
+# printed whole once all lanes are done.
+lanes() {
+	local fn i=0 pids=() files=() t0=$SECONDS
+	for fn in "$@"; do
+		files+=("target/test-logs/lane-$i.results")
+		: >"${files[-1]}"
+		(lane_file=${files[-1]}; "$fn") &
+		pids+=($!)
+		i=$((i + 1))
+	done
+	wait "${pids[@]}"
+	local f name result secs log
+	cat "${files[@]}" | grep -q . && echo "=== lanes ($*) done in $((SECONDS - t0)) s"
+	for f in "${files[@]}"; do
+		while read -r name result secs log; do
+			echo "--- $name ($result in $secs s): $log"
+			cat "$log"
+			names+=("$name"); results+=("$result"); times+=("$secs")
+			[ "$result" = PASS ] || failed=1
+		done <"$f"
+		rm -f "$f"
+	done
 }
 
 only=("$@")
@@ -54,21 +98,28 @@ step kmod bash tests/kmod-checks.sh
 # QEMU with the emulated FPGA card (cached in ~/.cache/radar-qemu like the
 # debug kernel; a first build takes minutes), then every suite against it.
 step qemu:build bash tests/qemu/build-qemu.sh
-step qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
-step qemu:debug bash tests/qemu/run.sh --kernel debug --suite all
-# The same suites against NVIDIA's own nvidia-p2p module (../shared/nvidia-p2p).
-step qemu:debian:nvidia bash tests/qemu/run.sh --kernel debian --suite all --p2p nvidia
-step qemu:debug:nvidia bash tests/qemu/run.sh --kernel debug --suite all --p2p nvidia
-# Every DMA bounced (swiotlb=force, IOMMU off): a wrong sync is a byte mismatch,
-# so the suites that move and check bytes (and revocation: DMA after the
-# memory went). Not crash, lifecycle, uapi, badinput: no data path of their
-# own beyond what these run (about 3 minutes of the step).
-step qemu:debian:swiotlb bash tests/qemu/run.sh --kernel debian --swiotlb \
-	--suite stream,ownership,revocation,duplex,neighbours,faults,radard,shutdown
-# The detector canary: the planted bugs of a deliberately broken module must
-# be caught by the debug kernel's detectors, and fixed defects put back into
-# the driver by the suites.
-step qemu:canary bash tests/qemu/run.sh --kernel debug --canary
+# The QEMU suites in two lanes side by side (each guest keeps about one core
+# busy), balanced by their usual times.
+qemu_lane_1() {
+	step qemu:debug bash tests/qemu/run.sh --kernel debug --suite all
+	# The same suites against NVIDIA's own nvidia-p2p module (../shared/nvidia-p2p).
+	step qemu:debian:nvidia bash tests/qemu/run.sh --kernel debian --suite all --p2p nvidia
+	# Every DMA bounced (swiotlb=force, IOMMU off): a wrong sync is a byte
+	# mismatch, so the suites that move and check bytes (and revocation: DMA
+	# after the memory went). Not crash, lifecycle, uapi, badinput: no data
+	# path of their own beyond what these run (about 3 minutes of the step).
+	step qemu:debian:swiotlb bash tests/qemu/run.sh --kernel debian --swiotlb \
+		--suite stream,ownership,revocation,duplex,neighbours,faults,radard,shutdown
+}
+qemu_lane_2() {
+	step qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
+	step qemu:debug:nvidia bash tests/qemu/run.sh --kernel debug --suite all --p2p nvidia
+	# The detector canary: the planted bugs of a deliberately broken module
+	# must be caught by the debug kernel's detectors, and fixed defects put
+	# back into the driver by the suites.
+	step qemu:canary bash tests/qemu/run.sh --kernel debug --canary
+}
+lanes qemu_lane_1 qemu_lane_2
 step radard bash tests/radard-smoke.sh
 # radard's ASTERIX CAT-010 output decoded by Wireshark's dissector (tshark) and a
 # PyPI decoder, record by record against its JSONL for the same 1100 frames.

@@ -24,10 +24,22 @@ ensure_pkgs() {
 			missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
-	log "installing Debian packages: ${missing[*]}"
-	as_root apt-get update -q >&2
-	as_root env DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+	# Steps of tests/run-all.sh run side by side: one apt at a time (a
+	# second would fail on dpkg's lock), and only what is still missing.
+	(
+		exec 8>"${TMPDIR:-/tmp}/radar-apt.lock"
+		flock 8
+		local still=()
+		for p in "${missing[@]}"; do
+			dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+				still+=("$p")
+		done
+		[ ${#still[@]} -eq 0 ] && exit 0
+		log "installing Debian packages: ${still[*]}"
+		as_root apt-get update -q >&2
+		as_root env DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -q --no-install-recommends "${still[@]}" >&2
+	)
 }
 
 # kernel_src_version: version of Debian's linux-source-6.1 package.
@@ -43,12 +55,18 @@ ensure_kernel_src() {
 	ver=$(kernel_src_version)
 	dir="$RADAR_KERNEL_CACHE/src-$ver"
 	if [ ! -f "$dir/Makefile" ]; then
-		log "unpacking linux-source-6.1 $ver to $dir"
 		mkdir -p "$RADAR_KERNEL_CACHE"
-		rm -rf "$dir.tmp"
-		mkdir -p "$dir.tmp"
-		tar -xJf /usr/src/linux-source-6.1.tar.xz -C "$dir.tmp" --strip-components=1
-		mv "$dir.tmp" "$dir"
+		# One unpacking at a time (steps run side by side).
+		(
+			exec 8>"$RADAR_KERNEL_CACHE/.src.lock"
+			flock 8
+			[ -f "$dir/Makefile" ] && exit 0
+			log "unpacking linux-source-6.1 $ver to $dir"
+			rm -rf "$dir.tmp"
+			mkdir -p "$dir.tmp"
+			tar -xJf /usr/src/linux-source-6.1.tar.xz -C "$dir.tmp" --strip-components=1
+			mv "$dir.tmp" "$dir"
+		) || return 1
 	fi
 	printf '%s\n' "$dir"
 }
