@@ -363,15 +363,7 @@ kind = "fpga"
     let mut runs = Vec::new();
     for run in 1..=3 {
         let stats = dir.join(format!("stats-{run}.json"));
-        let out = radard()
-            .args(["--frames", "600", "--config"])
-            .arg(&cfg)
-            .arg("--stats-json")
-            .arg(&stats)
-            .output()
-            .expect("run radard");
-        let text = show(&out);
-        let s = summary(&stats);
+        let (out, text, s) = run_with_summary(&["--frames", "600"], &cfg, &stats);
         check_ledger(&s);
         let sinks = s["sinks"].as_array().expect("sinks");
         for k in sinks {

@@ -98,15 +98,7 @@ fn a_frame_limit_with_deadline_misses_still_exits_3() {
     let dir = scratch("frames-misses");
     let cfg = overloaded(&dir);
     let stats = dir.join("stats.json");
-    let out = radard()
-        .args(["--no-rt", "--frames", "200", "--config"])
-        .arg(&cfg)
-        .arg("--stats-json")
-        .arg(&stats)
-        .output()
-        .expect("run radard");
-    let text = show(&out);
-    let s = summary(&stats);
+    let (out, text, s) = run_with_summary(&["--no-rt", "--frames", "200"], &cfg, &stats);
     assert!(u(&s["deadline_misses"]) > 0, "{text}");
     assert_eq!(s["stopped_by_signal"], false);
     assert_eq!(out.status.code(), Some(3), "{text}");

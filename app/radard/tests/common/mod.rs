@@ -88,3 +88,23 @@ pub fn check_ledger(s: &serde_json::Value) -> u64 {
     assert_eq!(s["ledger_closed"], true);
     dropped
 }
+
+/// radard with `args`, then `--config CFG --stats-json STATS`: its output,
+/// that output as the tests print it ([`show`]) and the summary JSON.
+pub fn run_with_summary(
+    args: &[&str],
+    cfg: &Path,
+    stats: &Path,
+) -> (Output, String, serde_json::Value) {
+    let out = radard()
+        .args(args)
+        .arg("--config")
+        .arg(cfg)
+        .arg("--stats-json")
+        .arg(stats)
+        .output()
+        .expect("run radard");
+    let text = show(&out);
+    let s = summary(stats);
+    (out, text, s)
+}
