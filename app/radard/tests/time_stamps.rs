@@ -68,7 +68,10 @@ fn recv_stamped(sock: &UdpSocket, buf: &mut [u8]) -> Option<(usize, i128)> {
 struct Run {
     write_min: i128,
     write_max: i128,
+    write_p50: i128,
+    write_p99: i128,
     spacing_max: i128,
+    spacing_p99: i128,
     frames: usize,
     sources: Vec<String>,
     qualities: Vec<String>,
@@ -129,7 +132,10 @@ fn one_run(attempt: u32) -> Run {
     let mut r = Run {
         write_min: i128::MAX,
         write_max: i128::MIN,
+        write_p50: 0,
+        write_p99: 0,
         spacing_max: 0,
+        spacing_p99: 0,
         frames: lines.len(),
         sources: Vec::new(),
         qualities: Vec::new(),
@@ -137,6 +143,7 @@ fn one_run(attempt: u32) -> Run {
         detail: String::new(),
     };
     let mut prev: Option<(i128, i128)> = None;
+    let (mut writes, mut spacings) = (Vec::new(), Vec::new());
     for (written, line) in &lines {
         let v: serde_json::Value = serde_json::from_slice(line).expect("a JSON line");
         let seq = i128::from(u(&v["sequence"]));
@@ -145,6 +152,7 @@ fn one_run(attempt: u32) -> Run {
         let d = written - (utc + latency);
         r.write_min = r.write_min.min(d);
         r.write_max = r.write_max.max(d);
+        writes.push(d);
         if let Some((pseq, putc)) = prev {
             if utc <= putc {
                 r.increasing = false;
@@ -152,6 +160,7 @@ fn one_run(attempt: u32) -> Run {
             }
             let off = (utc - putc - (seq - pseq) * PERIOD_NS).abs();
             r.spacing_max = r.spacing_max.max(off);
+            spacings.push(off);
         }
         prev = Some((seq, utc));
         for (list, key) in [
@@ -164,13 +173,27 @@ fn one_run(attempt: u32) -> Run {
             }
         }
     }
+    // Nearest rank.
+    let rank = |v: &mut Vec<i128>, q: f64| {
+        v.sort_unstable();
+        v.get(((v.len() as f64 * q).ceil() as usize).clamp(1, v.len().max(1)) - 1)
+            .copied()
+            .unwrap_or(0)
+    };
+    r.write_p50 = rank(&mut writes, 0.5);
+    r.write_p99 = rank(&mut writes, 0.99);
+    r.spacing_p99 = rank(&mut spacings, 0.99);
+    let ms = |v: i128| v as f64 / 1e6;
     println!(
-        "run {attempt}: {} frames; written - (utc + latency): {:.3} .. {:.3} ms; \
-         spacing off the period by at most {:.3} ms; utc_source {:?}, time_quality {:?}",
+        "run {attempt}: {} frames; written - (utc + latency): min {:.3} p50 {:.3} p99 {:.3} max {:.3} ms; \
+         spacing off the period: p99 {:.3} max {:.3} ms; utc_source {:?}, time_quality {:?}",
         r.frames,
-        r.write_min as f64 / 1e6,
-        r.write_max as f64 / 1e6,
-        r.spacing_max as f64 / 1e6,
+        ms(r.write_min),
+        ms(r.write_p50),
+        ms(r.write_p99),
+        ms(r.write_max),
+        ms(r.spacing_p99),
+        ms(r.spacing_max),
         r.sources,
         r.qualities
     );

@@ -376,7 +376,10 @@ pub fn run_writer(
             return;
         }
         if idle {
-            std::thread::sleep(Duration::from_millis(2));
+            // A frame's line goes out within about a millisecond of its
+            // detections (docs/detections-format.md: a frame's time plus
+            // its latency is the wall clock when its line is written).
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
