@@ -186,7 +186,7 @@ pub fn status_line(
 pub fn time_field(t: &TimeState, w: &mut impl Write) -> std::io::Result<()> {
     write!(w, " time={}:{}", t.source().name(), t.quality().name())?;
     if let Some(b) = t.bound() {
-        write!(w, "<={}ns", b)?;
+        write!(w, "<={b}ns")?;
     }
     if let Some(o) = t.offset() {
         write!(w, " clock_offset={o}ns")?;

@@ -15,6 +15,7 @@
 
 mod events;
 mod power_map;
+pub mod time;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -23,7 +24,7 @@ use bytemuck::{Pod, Zeroable};
 use radar_dsp::Detection;
 
 use crate::seqlock::SeqLock;
-use crate::timekeeping::TimeState;
+use time::TimeState;
 
 pub use events::{EVENT_CAPACITY, Event, EventKind, EventLog, SourceFault};
 pub use power_map::{MAP_COLS, MAP_DETECTIONS, MAP_ROWS, PowerMapSnapshot, pool_power_map};

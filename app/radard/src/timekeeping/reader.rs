@@ -130,8 +130,10 @@ pub fn system_clock() -> SystemClock {
     }
     SystemClock {
         synchronised: Some(rc != libc::TIME_ERROR),
-        esterror_ns: (tx.esterror >= 0 && (tx.esterror as i64) < NO_ESTIMATE_US)
-            .then(|| tx.esterror as u64 * 1000),
+        esterror_ns: u64::try_from(tx.esterror)
+            .ok()
+            .filter(|&e| e < NO_ESTIMATE_US as u64)
+            .map(|e| e * 1000),
     }
 }
 
