@@ -61,8 +61,12 @@ make -C "$src" O="$out" ARCH=x86_64 -j"$(nproc)" bzImage modules modules_prepare
 echo "$((SECONDS - t0))" >"$out/.radar-build-seconds"
 touch "$stamp"
 log "debug kernel built in $((SECONDS - t0)) s"
-# Keep only the newest cached debug tree (each is ~1 GiB).
-for old in "$RADAR_KERNEL_CACHE"/debug-*; do
-	[ "$old" = "$out" ] || [ "$old" = "$out.log" ] || rm -rf "$old"
-done
+# Keep the newest three cached debug trees (each is ~1 GiB), this one
+# among them: checkouts of other revisions (worktrees, a CI clone beside a
+# working copy) share this cache, and one with another debug.config would
+# otherwise delete the other's tree and have it rebuilt, in turn.
+ls -1dt "$RADAR_KERNEL_CACHE"/debug-* 2>/dev/null | grep -v '\.log$' | tail -n +4 |
+	while read -r old; do
+		[ "$old" = "$out" ] || rm -rf "$old" "$old.log"
+	done
 printf '%s\n' "$out"
