@@ -314,9 +314,11 @@ if printf '%s\n' "${suites[@]}" | grep -qx ptp; then
 		cp -L "$lib" "$root$lib"
 	done
 	cp "$here"/ptp/* "$root/etc/ptp/"
-	# The board's unit for the card's phc2sys: the suite runs its command line.
+	# The board's unit for the card's phc2sys and its ts2phc configuration:
+	# the suite runs them.
 	mkdir -p "$root/etc/ptp/board"
-	cp "$top/board/jetson-agx-orin-devkit/systemd/radar-phc2sys-card.service" "$root/etc/ptp/board/"
+	cp "$top/board/jetson-agx-orin-devkit/systemd/radar-phc2sys-card.service" \
+		"$top/board/jetson-agx-orin-devkit/linuxptp/ts2phc.conf" "$root/etc/ptp/board/"
 fi
 python3 "$here/harness.py" cpio "$root" "$work/initramfs.cpio"
 log "initramfs: $(du -h "$work/initramfs.cpio" | cut -f1)"

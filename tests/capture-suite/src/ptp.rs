@@ -147,10 +147,11 @@ pub struct FramesOpts {
     #[arg(long, default_value_t = 5000)]
     chunk_period_us: u64,
     /// The largest |UTC of the first sample - the guest's clock at that
-    /// instant| allowed, ns (under emulation a vCPU the host stalls between
-    /// the driver's two clock reads adds the stall).
-    #[arg(long, default_value_t = 5_000_000)]
-    max_offset_ns: i64,
+    /// instant| allowed for 99% of the frames, ns. (The rest may be off by
+    /// a stall of the vCPU between the driver's two clock reads at the
+    /// interrupt: under emulation on a loaded host, milliseconds.)
+    #[arg(long, default_value_t = 1_000_000)]
+    max_offset_p99_ns: i64,
 }
 
 /// CLOCK_MONOTONIC and CLOCK_REALTIME back to back, ns.
@@ -265,9 +266,9 @@ pub fn frames(env: &crate::Env, o: &FramesOpts, out: &mut Outcome) -> Check {
         w_p50 as f64 / 1e6,
     );
     ensure!(
-        off_abs_max <= o.max_offset_ns,
-        "UTC of a frame's first sample {off_abs_max} ns from the guest's clock (limit {} ns)",
-        o.max_offset_ns
+        off_abs_p99 <= o.max_offset_p99_ns,
+        "UTC of frames' first samples up to {off_abs_p99} ns from the guest's clock (p99; limit {} ns)",
+        o.max_offset_p99_ns
     );
     // Stamped at the first sample: before the first chunk could arrive (a
     // stamp at the frame's end would come after it).

@@ -9,7 +9,7 @@
 # 1. The clock is found from the card's sysfs node and named after it.
 # 2. phc_ctl sets, reads, steps and trims it: a set reads back, a step of
 #    2.5 s moves it by 2.5 s, and a trim of -100 ppm changes its rate
-#    against CLOCK_REALTIME by 100 ppm (measured, each over 4 s).
+#    against CLOCK_REALTIME by 100 ppm +- 5 (measured, each over 5 s).
 # 3. PPS edges into the card (its test port) come out as external time
 #    stamp events with the card's time at the edge (p2p-suite ptp-pps).
 # 4. radard streams from the card before phc2sys runs: its frames say
@@ -26,8 +26,9 @@
 # 5. Frames' UTC times (the card's clock at the first sample, less the TAI
 #    offset) agree with the guest's clock at that instant, and come one
 #    frame period before the program has them (p2p-suite ptp-frames).
-# 6. ts2phc keeps the card on a PPS whose edges come at the whole seconds of
-#    CLOCK_REALTIME (p2p-suite pps-pulser, standing in for a GNSS receiver):
+# 6. ts2phc, with the board's configuration (linuxptp/ts2phc.conf), keeps the
+#    card on a PPS whose edges come at the whole seconds of CLOCK_REALTIME
+#    (p2p-suite pps-pulser, standing in for a GNSS receiver and its NMEA):
 #    it reaches its locked state (s2), with offsets as large as the edges
 #    were late (a guest's wake-up under emulation on a loaded host).
 #
@@ -107,9 +108,9 @@ fi
 # error against the card's (+100 ppm) oscillator.
 drift() { # PPB: the card's rate against CLOCK_REALTIME (ns/s) with the trim at PPB
 	# "--": a negative trim is no option. cmp's offset is CLOCK_REALTIME - card.
-	phc_ctl "$PTP" -- freq "$1" cmp wait 4 cmp >"$OUT/freq$1.log" 2>&1
+	phc_ctl "$PTP" -- freq "$1" cmp wait 5 cmp >"$OUT/freq$1.log" 2>&1
 	set -- $(phc_offsets "$OUT/freq$1.log")
-	[ $# -eq 2 ] && echo $((($1 - $2) / 4))
+	[ $# -eq 2 ] && echo $((($1 - $2) / 5))
 }
 d0=$(drift 0)
 d1=$(drift -100000)
@@ -119,10 +120,12 @@ if [ -z "$d0" ] || [ -z "$d1" ]; then
 else
 	figure card_drift_untrimmed_ppb "$d0"
 	figure card_drift_trimmed_ppb "$d1"
-	if [ $((d0 - d1)) -ge 98000 ] && [ $((d0 - d1)) -le 102000 ]; then
+	# +- 5 ppm: each offset is read to some microseconds (on the debug
+	# kernel under emulation, tens).
+	if [ $((d0 - d1)) -ge 95000 ] && [ $((d0 - d1)) -le 105000 ]; then
 		passed "phc_ctl freq: the card drifts $d0 ppb against CLOCK_REALTIME untrimmed, $d1 ppb trimmed by -100 ppm"
 	else
-		failed "phc_ctl freq: a trim of -100 ppm changed the drift by $((d0 - d1)) ppb ($d0 -> $d1), want 100000 +- 2000"
+		failed "phc_ctl freq: a trim of -100 ppm changed the drift by $((d0 - d1)) ppb ($d0 -> $d1), want 100000 +- 5000"
 	fi
 fi
 grep -q 'clock frequency offset is -100000' "$OUT/freq-read.log" ||
@@ -276,7 +279,11 @@ wait "$phc2sys_pid" 2>/dev/null
 # --- 6. ts2phc from a PPS at the system clock's seconds ----------------------------
 p2p-suite pps-pulser --seconds 16 >"$OUT/pulser.ktap" 2>&1 &
 pulser_pid=$!
-ts2phc -c "$PTP" -s generic -m -q -l 7 >"$OUT/ts2phc.log" 2>&1 &
+# The board's ts2phc configuration (its step thresholds, the card's pin),
+# the PPS's time from the system clock ("generic") instead of NMEA.
+sed -e "s|^\[/dev/ptp-fpga\]|[$PTP]|" -e '/^ts2phc.nmea_serialport/d' -e '/^leapfile/d' \
+	/etc/ptp/board/ts2phc.conf >"$OUT/ts2phc.conf"
+ts2phc -f "$OUT/ts2phc.conf" -s generic -m -q -l 7 >"$OUT/ts2phc.log" 2>&1 &
 ts2phc_pid=$!
 wait "$pulser_pid"
 kill "$ts2phc_pid" 2>/dev/null
@@ -298,6 +305,7 @@ if [ "$n" -ge 4 ]; then
 		passed "ts2phc locked the card to PPS edges at CLOCK_REALTIME's seconds: $n updates in s2, |offset| median $med ns (the edges were $late ns late, median; $late_max ns at most)"
 	else
 		failed "ts2phc's |offset| median $med ns, more than the edges' median lateness $late ns + 1 ms"
+		grep -E 'extts|offset|step|jump' "$OUT/ts2phc.log" | tail -n 20 >&2
 	fi
 else
 	failed "ts2phc did not lock in 16 s: $(grep -c 'master offset' "$OUT/ts2phc.log") offsets; $(tail -n 3 "$OUT/ts2phc.log" | tr '\n' ' ')"
