@@ -32,6 +32,10 @@
 #    it reaches its locked state (s2), with offsets as large as the edges
 #    were late (a guest's wake-up under emulation on a loaded host).
 #
+# 7. The module unloads under a process that holds the card's clock open
+#    (phc2sys would): the old clock answers ENODEV, and a reload registers a
+#    new one that works while the old descriptor is still open.
+#
 # Prints its KTAP report on stdout (one test, "ptp", with a figures line
 # holding the measured bounds); logs on stderr.
 OUT=/tmp/ptp-suite
@@ -310,6 +314,30 @@ if [ "$n" -ge 4 ]; then
 else
 	failed "ts2phc did not lock in 16 s: $(grep -c 'master offset' "$OUT/ts2phc.log") offsets; $(tail -n 3 "$OUT/ts2phc.log" | tr '\n' ' ')"
 fi
+
+# --- 7. unload and reload under an open clock ------------------------------------
+sleep 1000 <"$PTP" &
+holder=$!
+if ! rmmod fpga_p2p 2>"$OUT/rmmod.err"; then
+	failed "rmmod fpga_p2p with $PTP held open: $(cat "$OUT/rmmod.err")"
+elif phc_ctl "$PTP" get >"$OUT/gone.log" 2>&1 && grep -q 'clock time is' "$OUT/gone.log"; then
+	failed "after rmmod the old clock $PTP still reads: $(tail -n 1 "$OUT/gone.log")"
+elif ! insmod /lib/modules/radar/fpga_p2p.ko 2>"$OUT/insmod.err"; then
+	failed "insmod fpga_p2p after the unload: $(cat "$OUT/insmod.err")"
+else
+	wait_for '[ -c /dev/fpga-p2p0 ]' 10
+	new=''
+	for d in /sys/class/misc/fpga-p2p0/device/ptp/ptp*; do
+		[ -d "$d" ] && new=/dev/${d##*/}
+	done
+	if [ -n "$new" ] && phc_ctl "$new" get >"$OUT/new.log" 2>&1 && grep -q 'clock time is' "$OUT/new.log"; then
+		passed "unloaded with $PTP held open (it then failed: $(tail -n 1 "$OUT/gone.log" | sed 's/^phc_ctl[^:]*: //')); reloaded, the new clock $new reads"
+	else
+		failed "after the reload the card's clock '$new' does not read: $(tail -n 1 "$OUT/new.log" 2>/dev/null)"
+	fi
+fi
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
 
 figure frames_verified "${frames_verified:-0}"
 finish
