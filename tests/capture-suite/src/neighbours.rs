@@ -122,7 +122,8 @@ fn guarded(env: &Env, o: &Opts, out: &mut Outcome) -> Check<u64> {
             // comes back.
             room.unmap();
             commit(ev, start).map_err(|e| format!("round {round}, {ev:?}: {e}"))?;
-            room = neighbour_below(start).map_err(|e| format!("round {round}: the room back: {e}"))?;
+            room =
+                neighbour_below(start).map_err(|e| format!("round {round}: the room back: {e}"))?;
             events += 1;
             for _ in 0..o.frames {
                 let f = src
