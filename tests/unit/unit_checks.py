@@ -377,15 +377,15 @@ def run_checks(c, args, cfg, eff, shell, udp):
     # The card's clock: named after the card, linked and readable by radar
     # (the same rule), its device unit there for radar-phc2sys-card.service;
     # linuxptp's tools read it; the time units enabled as the preset says.
-    ptp = shell.out("readlink /dev/ptp-fpga; stat -L -c '%G %a' /dev/ptp-fpga; "
+    ptp = shell.out("readlink /dev/fpga-ptp; stat -L -c '%G %a' /dev/fpga-ptp; "
                     "cat /sys/class/misc/fpga-p2p0/device/ptp/ptp*/clock_name; "
-                    "systemctl show -p ActiveState --value 'dev-ptp\\x2dfpga.device'; "
-                    "phc_ctl /dev/ptp-fpga get 2>&1 | tail -n 1") or ""
+                    "systemctl show -p ActiveState --value 'dev-fpga\\x2dptp.device'; "
+                    "phc_ctl /dev/fpga-ptp get 2>&1 | tail -n 1") or ""
     en = shell.out("systemctl is-enabled radar-ptp4l radar-phc2sys-system radar-phc2sys-card "
                    "radar-ts2phc radar-phc2sys-gnss 2>&1 | tr '\\n' ' '") or ""
     c.ok("boot-ptp-clock", ptp.split()[1:3] == ["radar", "640"] and "fpga-p2p0" in ptp and
          "\nactive\n" in ptp and "clock time is" in ptp and en.split() == ["enabled"] * 3 + ["disabled"] * 2,
-         f"/dev/ptp-fpga: {ptp.replace(chr(10), '; ')}; enabled: {en}")
+         f"/dev/fpga-ptp: {ptp.replace(chr(10), '; ')}; enabled: {en}")
     want = subprocess.run(["sha256sum", os.path.join(board, "systemd/radard.service")], capture_output=True,
                           text=True).stdout.split()[0]
     unit = props(shell, "radard", ["FragmentPath", "DropInPaths", "UnitFileState"])

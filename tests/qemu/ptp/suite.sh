@@ -180,7 +180,7 @@ fi
 # The board's phc2sys for the card, its -w (wait for ptp4l, TAI - UTC from
 # it) replaced by -O 37.
 args=$(sed -n 's|^ExecStart=/usr/sbin/phc2sys ||p' /etc/ptp/board/radar-phc2sys-card.service |
-	sed "s|/dev/ptp-fpga|$PTP|; s|-w|-O 37|")
+	sed "s|/dev/fpga-ptp|$PTP|; s|-w|-O 37|")
 case $args in
 *-S*-R*) ;;
 *) failed "the board's radar-phc2sys-card.service has no phc2sys -S ... -R line: '$args'" ;;
@@ -288,7 +288,7 @@ p2p-suite pps-pulser --seconds 16 >"$OUT/pulser.ktap" 2>&1 &
 pulser_pid=$!
 # The board's ts2phc configuration (its step thresholds, the card's pin),
 # the PPS's time from the system clock ("generic") instead of NMEA.
-sed -e "s|^\[/dev/ptp-fpga\]|[$PTP]|" -e '/^ts2phc.nmea_serialport/d' -e '/^leapfile/d' \
+sed -e "s|^\[/dev/fpga-ptp\]|[$PTP]|" -e '/^ts2phc.nmea_serialport/d' -e '/^leapfile/d' \
 	/etc/ptp/board/ts2phc.conf >"$OUT/ts2phc.conf"
 ts2phc -f "$OUT/ts2phc.conf" -s generic -m -q -l 7 >"$OUT/ts2phc.log" 2>&1 &
 ts2phc_pid=$!

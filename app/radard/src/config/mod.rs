@@ -78,7 +78,7 @@
 //! enabled = false
 //! [time]                    # the frames' time and its quality (src/timekeeping/)
 //! phc = "auto"              # the card's PTP clock: "auto" (from the card's
-//!                           # sysfs node) or a device path ("/dev/ptp-fpga")
+//!                           # sysfs node) or a device path ("/dev/fpga-ptp")
 //! interval_ms = 1000        # how often it is read against the system clock
 //! samples = 5               # readings per look (the tightest is kept)
 //! lock_threshold_ns = 100000 # locked: within this of the system clock ...

@@ -33,7 +33,7 @@ pub use reader::{ClockReader, system_clock};
 #[serde(deny_unknown_fields, default)]
 pub struct TimeConfig {
     /// The card's PTP hardware clock: "auto" (the one the card's sysfs node
-    /// names) or a device path (`/dev/ptp-fpga`).
+    /// names) or a device path (`/dev/fpga-ptp`).
     pub phc: String,
     /// Time between readings.
     pub interval_ms: u32,

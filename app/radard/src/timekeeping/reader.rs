@@ -49,7 +49,7 @@ impl ClockReader {
         }
     }
 
-    /// N of the card's /dev/ptpN (a symbolic link such as /dev/ptp-fpga
+    /// N of the card's /dev/ptpN (a symbolic link such as /dev/fpga-ptp
     /// resolved).
     pub fn phc_index(&self) -> Option<u32> {
         let ClockReader::Phc { path, .. } = self else {
@@ -150,6 +150,6 @@ mod tests {
         assert!(reading.real_minus_mono_ns > 0);
         assert!(ClockReader::None.read(1).is_err());
         assert_eq!(ptp_index(Path::new("/dev/ptp12")), Some(12));
-        assert_eq!(ptp_index(Path::new("/dev/ptp-fpga")), None);
+        assert_eq!(ptp_index(Path::new("/dev/fpga-ptp")), None);
     }
 }
