@@ -380,7 +380,7 @@ def run_checks(c, args, cfg, eff, shell, udp):
     ptp = shell.out("readlink /dev/fpga-ptp; stat -L -c '%G %a' /dev/fpga-ptp; "
                     "cat /sys/class/misc/fpga-p2p0/device/ptp/ptp*/clock_name; "
                     "systemctl show -p ActiveState --value 'dev-fpga\\x2dptp.device'; "
-                    "phc_ctl /dev/fpga-ptp get 2>&1 | tail -n 1") or ""
+                    "phc_ctl /dev/fpga-ptp get 2>&1 | grep -m1 'clock time'") or ""
     en = shell.out("systemctl is-enabled radar-ptp4l radar-phc2sys-system radar-phc2sys-card "
                    "radar-ts2phc radar-phc2sys-gnss 2>&1 | tr '\\n' ' '") or ""
     c.ok("boot-ptp-clock", ptp.split()[1:3] == ["radar", "640"] and "fpga-p2p0" in ptp and
