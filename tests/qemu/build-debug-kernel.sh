@@ -61,12 +61,11 @@ make -C "$src" O="$out" ARCH=x86_64 -j"$(nproc)" bzImage modules modules_prepare
 echo "$((SECONDS - t0))" >"$out/.radar-build-seconds"
 touch "$stamp"
 log "debug kernel built in $((SECONDS - t0)) s"
-# Keep the newest three cached debug trees (each is ~1 GiB), this one
-# among them: checkouts of other revisions (worktrees, a CI clone beside a
-# working copy) share this cache, and one with another debug.config would
-# otherwise delete the other's tree and have it rebuilt, in turn.
-ls -1dt "$RADAR_KERNEL_CACHE"/debug-* 2>/dev/null | grep -v '\.log$' | tail -n +4 |
-	while read -r old; do
-		[ "$old" = "$out" ] || rm -rf "$old" "$old.log"
-	done
+# Older trees go (each is ~1 GiB), but not the newest three: checkouts of
+# other revisions (worktrees, a CI clone beside a working copy) share this
+# cache and may be about to boot theirs.
+ls -1dt "$RADAR_KERNEL_CACHE"/debug-*/ | tail -n +4 | while read -r old; do
+	old=${old%/}
+	[ "$old" = "$out" ] || rm -rf "$old" "$old.log"
+done
 printf '%s\n' "$out"
