@@ -254,6 +254,9 @@ pub struct KmodSource {
     /// An error of a release on drop, reported by the next call.
     deferred: Cell<Option<Errno>>,
     tx: Option<TxRing>,
+    /// The ring was registered with its status page: the card writes the
+    /// slots' completion records.
+    completion: bool,
     ring: RingMemory,
 }
 
@@ -310,17 +313,33 @@ impl KmodSource {
             what: "chunk_bytes",
             reason: format!("{chunk_bytes} does not fit the uapi"),
         })?;
+        let chunks = if chunk_bytes == 0 {
+            1
+        } else {
+            ring.slot_bytes() / chunk_bytes
+        };
+        // The status page goes with the ring when the card writes
+        // completion records (GPU-triggered processing).
+        let completion = info.caps & FPGA_P2P_CAP_COMPLETION != 0
+            && ring.completion_words(chunks as u32).is_some();
         let mut r = fpga_p2p_ring {
             addr: ring.base() as u64,
             slot_bytes: ring.slot_bytes() as u64,
             nr_slots: ring.nr_slots(),
             direction: FPGA_P2P_DIR_C2H,
             chunk_bytes: chunk,
+            flags: if completion {
+                FPGA_P2P_RING_COMPLETION
+            } else {
+                0
+            },
             ..Default::default()
         };
         // SAFETY: the ring is owned by the returned source, which unregisters
         // (or closes the device) before the memory is freed, and reads a slot
-        // only while the module has handed it over.
+        // only while the module has handed it over; the status page after
+        // the slots (registered with the completion flag) is only touched
+        // atomically (CompletionWords).
         let handle = unsafe { dev.register(&mut r) }?;
         Ok(Self {
             dev,
@@ -337,6 +356,7 @@ impl KmodSource {
             pending: Cell::new(FPGA_P2P_NO_SLOT),
             deferred: Cell::new(None),
             tx: None,
+            completion,
             ring,
         })
     }
@@ -521,6 +541,14 @@ impl FrameSource for KmodSource {
 
     fn chunk_bytes(&self) -> usize {
         self.chunk_bytes
+    }
+
+    fn completion(&self) -> Option<crate::ring::CompletionWords<'_>> {
+        if !self.completion {
+            return None;
+        }
+        self.ring
+            .completion_words((self.ring.slot_bytes() / self.chunk_bytes.max(1)) as u32)
     }
 
     fn start(&mut self, params: &StartParams) -> Result<()> {

@@ -36,8 +36,10 @@ pub mod uapi;
 
 pub use error::{Error, Result};
 pub use kmod::KmodSource;
-pub use pattern::{Mismatch, SequenceTracker, check_crc, crc32, verify_test_pattern};
-pub use ring::{MemoryKind, RingConfig, RingMemory};
+pub use pattern::{
+    Mismatch, SequenceTracker, check_crc, crc32, verify_chunk, verify_test_pattern,
+};
+pub use ring::{CompletionWords, MemoryKind, RingConfig, RingMemory};
 pub use sim::{ProducerScheduling, SimConfig, SimFaults, SimPacing, SimSource};
 pub use source::{
     ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SourceMode, StartParams, TxTarget,
