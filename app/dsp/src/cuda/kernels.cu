@@ -769,3 +769,78 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
     o.angle_bin_refined = ab;
     out_det[place] = o;
 }
+
+// --- GPU-triggered processing (docs/processing-chain.md, section 10) ------
+// Each ring slot's graph waits, before each chunk's range work, until the
+// slot's completion count (written by the card after the chunk) says the
+// chunk landed; these three kernels are the rest of it.
+
+// At a frame's first chunk: the CFAR scale table the host chose last. The
+// host writes the table it does not point at, then flips the index; a block
+// reads the index once, so one frame uses one table.
+extern "C" __global__ void __launch_bounds__(256)
+alpha_sync(const double *alpha_host, const volatile u32 *index, double *__restrict__ alpha)
+{
+    __shared__ u32 s_table;
+    if (threadIdx.x == 0) {
+        s_table = *index & 1u;
+    }
+    __syncthreads();
+    const double *src = alpha_host + (size_t)s_table * N_SAMPLES;
+    for (u32 r = threadIdx.x; r < N_SAMPLES; r += blockDim.x) {
+        alpha[r] = src[r];
+    }
+}
+
+// What frame_done writes for the host, per slot (mapped host memory).
+struct TriggerRecord {
+    u32 ready;       // 1: the slot's detections are in its output buffer
+    u32 slot;
+    u64 gpu_done_ns; // %globaltimer when they were
+    u64 reserved[6];
+};
+
+// After the frame's last kernel: the consumer's reset of the slot's
+// completion count (the slot's bytes are no longer read; the card refills
+// it only after the host has seen `ready` and released it), then the
+// detections-ready flag, after a system-scope fence so that the host sees
+// the output buffer (written by refine_output, an earlier kernel) first.
+extern "C" __global__ void frame_done(volatile u32 *completion_count, volatile TriggerRecord *rec,
+                                      u64 slot)
+{
+    *completion_count = 0u;
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    rec->slot = (u32)slot;
+    rec->gpu_done_ns = t;
+    __threadfence_system();
+    rec->ready = 1u;
+}
+
+// When the host asked for a power map (state[0] == 1), the frame's map goes
+// to mapped host memory, then state[1] = slot and state[0] = 2. Otherwise
+// nothing: one block that reads one word.
+#define MAP_EXPORT_THREADS 1024
+
+extern "C" __global__ void __launch_bounds__(MAP_EXPORT_THREADS)
+map_export(const float4 *pmap, float4 *host_map, volatile u32 *state, u64 slot)
+{
+    __shared__ u32 s_want;
+    if (threadIdx.x == 0) {
+        s_want = state[0] == 1u;
+    }
+    __syncthreads();
+    if (!s_want) {
+        return;
+    }
+    for (u32 i = threadIdx.x; i < N_CELLS / 4; i += MAP_EXPORT_THREADS) {
+        host_map[i] = __ldcg(&pmap[i]);
+    }
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        state[1] = (u32)slot;
+        __threadfence_system();
+        state[0] = 2u;
+    }
+}

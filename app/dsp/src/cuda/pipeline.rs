@@ -20,8 +20,10 @@ use super::options::{CudaOptions, KernelShape, SelectAt};
 
 #[cfg(feature = "instrument")]
 mod instrument;
+mod trigger;
 #[cfg(feature = "instrument")]
 pub use instrument::StageTiming;
+pub(super) use trigger::{HostWake, TriggerTargets};
 #[cfg(feature = "instrument")]
 pub(super) use instrument::count_kernel_nodes;
 
@@ -58,6 +60,24 @@ pub(super) struct OutHeader {
 // 16 bytes into the (page-aligned) buffer, aligned for `Detection`.
 const _: () = assert!(std::mem::size_of::<OutHeader>() == 16);
 const _: () = assert!(std::mem::align_of::<OutHeader>() == 4);
+
+/// An output buffer's bytes (`bytes`: from its start) as the GPU wrote them:
+/// the header and `max_det` detection records.
+pub(super) fn parse_output(
+    bytes: &[u8],
+    max_det: usize,
+) -> Result<(OutHeader, &[Detection]), DspError> {
+    let header = std::mem::size_of::<OutHeader>();
+    let records = max_det * std::mem::size_of::<Detection>();
+    let layout =
+        |e: bytemuck::PodCastError| DspError::CudaRequest(format!("the mapped output buffer: {e}"));
+    let bytes = bytes.get(..header + records).ok_or_else(|| {
+        DspError::CudaRequest("the mapped output buffer is too small".to_string())
+    })?;
+    let (hdr, dets) = bytes.split_at(header);
+    let hdr: OutHeader = *bytemuck::try_from_bytes(hdr).map_err(layout)?;
+    Ok((hdr, bytemuck::try_cast_slice(dets).map_err(layout)?))
+}
 
 /// Bytes of one `Candidate` in kernels.cu (u32, float, double, float[4]).
 const CANDIDATE_BYTES: usize = 32;
@@ -96,6 +116,10 @@ struct Kernels {
     cfar: CudaFunction,
     select: CudaFunction,
     refine: CudaFunction,
+    /// GPU-triggered processing's (trigger.rs).
+    alpha_sync: CudaFunction,
+    frame_done: CudaFunction,
+    map_export: CudaFunction,
     #[cfg(feature = "instrument")]
     gate: CudaFunction,
     #[cfg(feature = "instrument")]
@@ -322,6 +346,9 @@ impl Pipeline {
             cfar: load!("cfar_peaks")?,
             select: load!("select_overflow")?,
             refine: load!("refine_output")?,
+            alpha_sync: load!("alpha_sync")?,
+            frame_done: load!("frame_done")?,
+            map_export: load!("map_export")?,
             #[cfg(feature = "instrument")]
             gate: load!("gate_wait")?,
             #[cfg(feature = "instrument")]
@@ -516,7 +543,7 @@ impl Pipeline {
     fn enqueue(&self, input: u64, marks: &mut impl StageMarks) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
         self.enqueue_range(input, 0..g.n_chirps() * g.n_rx, marks)?;
-        self.enqueue_tail(marks)
+        self.enqueue_tail(marks, self.out.device_ptr(), self.select_at == SelectAt::Kernel)
     }
 
     /// Step 1 for range rows `rows` (row = chirp * N_RX + RX) of the frame
@@ -573,8 +600,16 @@ impl Pipeline {
     }
 
     /// Steps 2 to 10 on x (all range rows done): clutter removal, Doppler
-    /// FFT, power, CFAR and peaks, [selection], angle FFT, refine and output.
-    fn enqueue_tail(&self, marks: &mut impl StageMarks) -> Result<(), DspError> {
+    /// FFT, power, CFAR and peaks, [selection], angle FFT, refine and
+    /// output into the mapped buffer at device address `out` (an OutHeader
+    /// then the detections); the selection over the cap runs here when
+    /// `select` (else a second graph does it when the host sees a cut).
+    fn enqueue_tail(
+        &self,
+        marks: &mut impl StageMarks,
+        out: u64,
+        select: bool,
+    ) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
         let s = &self.stream;
         let b = &self.bufs;
@@ -624,7 +659,7 @@ impl Pipeline {
             pdl,
         )?;
 
-        if self.select_at == SelectAt::Kernel {
+        if select {
             marks.mark(s)?;
             self.launch_select(pdl)?;
         }
@@ -635,7 +670,7 @@ impl Pipeline {
             self.bufs.spectra.ptr(),
         )?;
         marks.mark(s)?;
-        self.launch_refine(pdl)?;
+        self.launch_refine(pdl, out)?;
         marks.mark(s)
     }
 
@@ -648,7 +683,7 @@ impl Pipeline {
             self.bufs.angle.ptr(),
             self.bufs.spectra.ptr(),
         )?;
-        self.launch_refine(self.pdl)
+        self.launch_refine(self.pdl, self.out.device_ptr())
     }
 
     fn launch_select(&self, pdl: bool) -> Result<(), DspError> {
@@ -671,9 +706,8 @@ impl Pipeline {
         )
     }
 
-    fn launch_refine(&self, pdl: bool) -> Result<(), DspError> {
+    fn launch_refine(&self, pdl: bool, out_hdr: u64) -> Result<(), DspError> {
         let b = &self.bufs;
-        let out_hdr = self.out.device_ptr();
         let out_det = out_hdr + std::mem::size_of::<OutHeader>() as u64;
         self.launch(
             "launch refine_output",
@@ -713,17 +747,7 @@ impl Pipeline {
     /// the header and the `max_det` detection records after it. Read only
     /// after a stream synchronisation (the GPU no longer writes it then).
     fn output(&self) -> Result<(OutHeader, &[Detection]), DspError> {
-        let header = std::mem::size_of::<OutHeader>();
-        let records = self.max_det * std::mem::size_of::<Detection>();
-        let layout = |e: bytemuck::PodCastError| {
-            DspError::CudaRequest(format!("the mapped output buffer: {e}"))
-        };
-        let bytes = self.out.as_slice().get(..header + records).ok_or_else(|| {
-            DspError::CudaRequest("the mapped output buffer is too small".to_string())
-        })?;
-        let (hdr, dets) = bytes.split_at(header);
-        let hdr: OutHeader = *bytemuck::try_from_bytes(hdr).map_err(layout)?;
-        Ok((hdr, bytemuck::try_cast_slice(dets).map_err(layout)?))
+        parse_output(self.out.as_slice(), self.max_det)
     }
 
     fn fft(&self, plan: &FftPlan, input: u64, output: u64) -> Result<(), DspError> {
@@ -792,6 +816,10 @@ impl Pipeline {
         })
     }
 
+    pub fn geometry(&self) -> &crate::config::Geometry {
+        &self.cfg.geometry
+    }
+
     /// DMA chunks per frame when chunk-streamed mode is set up.
     pub fn streamed_chunks(&self) -> Option<usize> {
         self.chunk_rows.map(|_| self.cfg.geometry.chunks_per_frame)
@@ -812,7 +840,11 @@ impl Pipeline {
         let last = (n - 1) * rows..n * rows;
         let finish = self.capture_with(|| {
             self.enqueue_range(input, last, &mut NoMarks)?;
-            self.enqueue_tail(&mut NoMarks)
+            self.enqueue_tail(
+                &mut NoMarks,
+                self.out.device_ptr(),
+                self.select_at == SelectAt::Kernel,
+            )
         })?;
         Ok(Some(ChunkGraphs { chunks, finish }))
     }

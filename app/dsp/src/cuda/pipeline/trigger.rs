@@ -1,0 +1,193 @@
+//! The graph of one ring slot in GPU-triggered mode (docs/processing-chain.md,
+//! section 10): the GPU waits for each chunk itself and nothing on the host
+//! launches work between a frame's first chunk and its detections.
+//!
+//! ```text
+//! for chunk c:  wait until the slot's completion count >= c + 1
+//!               [c == 0: alpha_sync]  convert_window + range FFT of chunk c
+//! the tail (Doppler .. refine_output, the selection over the cap included)
+//!               into the slot's own output buffer
+//! frame_done    count := 0 (the consumer's reset), stamp, ready := 1
+//! map_export    the power map, when the host asked for one
+//! host node     wakes the host thread (HostWake)
+//! ```
+
+use std::ffi::c_void;
+
+use cudarc::driver::{CudaGraph, sys};
+
+use cuda_mem::{StreamMemOps, cuda_err};
+
+use super::{NoMarks, Pipeline};
+use crate::error::DspError;
+
+/// Where one slot's graph reads and writes, all device addresses (mapped
+/// host memory's device pointers, but for the slot's frame itself).
+#[derive(Clone, Copy, Debug)]
+pub(in crate::cuda) struct TriggerTargets {
+    /// The slot's frame.
+    pub input: u64,
+    /// The slot's completion count (the status page of the ring).
+    pub count: u64,
+    /// The slot's output buffer: an OutHeader, then the detections.
+    pub out: u64,
+    /// The slot's TriggerRecord.
+    pub record: u64,
+    pub slot: u32,
+    /// Two CFAR scale tables (N_s doubles each) and the index of the
+    /// current one.
+    pub alpha_tables: u64,
+    pub alpha_index: u64,
+    /// The exported power map and its state words.
+    pub map: u64,
+    pub map_state: u64,
+}
+
+/// The host function at the end of every slot's graph, and its argument.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::cuda) struct HostWake {
+    pub func: sys::CUhostFn,
+    pub data: *mut c_void,
+}
+
+impl Pipeline {
+    /// Chunks a triggered graph waits for: the geometry's DMA chunks when
+    /// chunk-streamed mode is set up for it, 1 for a frame of one chunk,
+    /// None otherwise (more than MAX_STREAMED_CHUNKS chunks).
+    pub fn triggered_chunks(&self) -> Option<usize> {
+        match (self.chunk_rows, self.cfg.geometry.chunks_per_frame) {
+            (Some(_), n) => Some(n),
+            (None, 1) => Some(1),
+            _ => None,
+        }
+    }
+
+    /// Captures slot `t.slot`'s graph (see the module documentation).
+    pub fn triggered_graph(
+        &self,
+        t: &TriggerTargets,
+        ops: &StreamMemOps,
+        wake: HostWake,
+    ) -> Result<CudaGraph, DspError> {
+        let g = &self.cfg.geometry;
+        let all_rows = g.n_chirps() * g.n_rx;
+        let chunks = self.triggered_chunks().ok_or_else(|| {
+            DspError::CudaRequest(format!(
+                "GPU-triggered mode: {} chunks per frame (at most {})",
+                g.chunks_per_frame,
+                super::MAX_STREAMED_CHUNKS
+            ))
+        })?;
+        let rows = self.chunk_rows.unwrap_or(all_rows);
+        let stream = self.stream.cu_stream();
+        self.capture_with(|| {
+            for c in 0..chunks {
+                // SAFETY: our stream, being captured; `t.count` is the
+                // device address of a live 4-byte word of the ring's status
+                // page, which outlives the graph (the caller's contract);
+                // every kernel behind the wait was launched before
+                // (CudaBackend::new and the arming's warm-up).
+                unsafe { ops.wait_geq(stream, t.count, c as u32 + 1) }
+                    .map_err(cuda_err("cuStreamWaitValue32 (graph capture)"))?;
+                if c == 0 {
+                    // Argument lists match kernels.cu; every pointer is a
+                    // live buffer of the size the kernel indexes.
+                    self.launch(
+                        "launch alpha_sync",
+                        &self.kernels.alpha_sync,
+                        (1, 1),
+                        256,
+                        &[t.alpha_tables, t.alpha_index, self.bufs.alpha.ptr()],
+                        false,
+                    )?;
+                }
+                let range = if chunks == 1 {
+                    0..all_rows
+                } else {
+                    c * rows..(c + 1) * rows
+                };
+                self.enqueue_range(t.input, range, &mut NoMarks)?;
+            }
+            self.enqueue_tail(&mut NoMarks, t.out, true)?;
+            self.launch(
+                "launch frame_done",
+                &self.kernels.frame_done,
+                (1, 1),
+                1,
+                &[t.count, t.record, u64::from(t.slot)],
+                false,
+            )?;
+            self.launch(
+                "launch map_export",
+                &self.kernels.map_export,
+                (1, 1),
+                1024,
+                &[self.bufs.pmap.ptr(), t.map, t.map_state, u64::from(t.slot)],
+                false,
+            )?;
+            // SAFETY: our stream, being captured (a host node); `wake.func`
+            // only touches what `wake.data` points to, which lives for the
+            // program (CudaBackend leaks it), and makes no CUDA call.
+            unsafe { sys::cuLaunchHostFunc(stream, wake.func, wake.data) }
+                .result()
+                .map_err(cuda_err("cuLaunchHostFunc (graph capture)"))?;
+            Ok(())
+        })
+    }
+
+    /// Launches alpha_sync, frame_done and map_export once, outside any
+    /// graph, on harmless targets: with lazy module loading a kernel's first
+    /// launch must not sit behind an unsatisfied wait. Waits for them.
+    pub fn warm_trigger_kernels(&self, t: &TriggerTargets) -> Result<(), DspError> {
+        self.launch(
+            "launch alpha_sync",
+            &self.kernels.alpha_sync,
+            (1, 1),
+            256,
+            &[t.alpha_tables, t.alpha_index, self.bufs.alpha.ptr()],
+            false,
+        )?;
+        self.launch(
+            "launch frame_done",
+            &self.kernels.frame_done,
+            (1, 1),
+            1,
+            &[t.count, t.record, u64::from(t.slot)],
+            false,
+        )?;
+        self.launch(
+            "launch map_export",
+            &self.kernels.map_export,
+            (1, 1),
+            1024,
+            &[self.bufs.pmap.ptr(), t.map, t.map_state, u64::from(t.slot)],
+            false,
+        )?;
+        self.synchronize()
+    }
+
+    pub fn context(&self) -> &std::sync::Arc<cudarc::driver::CudaContext> {
+        &self.ctx
+    }
+
+    /// Detections a frame keeps at most.
+    pub fn max_detections(&self) -> usize {
+        self.max_det
+    }
+
+    /// Copies the detections out of a slot's mapped output buffer (`out`:
+    /// its bytes, after the host saw the slot's `ready`). Never allocates
+    /// when `dets` has room for max_detections.
+    pub fn read_detections_from(
+        &self,
+        out: &[u8],
+        dets: &mut crate::detection::Detections,
+    ) -> Result<(), DspError> {
+        dets.clear();
+        let (hdr, list) = super::parse_output(out, self.max_det)?;
+        let n = (hdr.count as usize).min(self.max_det);
+        dets.list.extend_from_slice(&list[..n]);
+        dets.cut = hdr.cut;
+        Ok(())
+    }
+}
