@@ -13,7 +13,9 @@ use rand_chacha::ChaCha8Rng;
 
 use common::{frame, random_scene};
 
-use radar_dsp::backend::{Backend, FrameInput, SlotAddr, SlotFrame};
+use radar_dsp::backend::{
+    Backend, CompletionAccess, FrameInput, SlotAddr, SlotFrame, Triggered,
+};
 use radar_dsp::config::ChainConfig;
 use radar_dsp::cpu::CpuBackend;
 use radar_dsp::cuda::{CudaBackend, CudaOptions, MappedHostBuffer, Mapping, probe};
@@ -107,19 +109,34 @@ fn compare_with(
     run_gpu: impl FnOnce(&mut CudaBackend, &mut Detections) -> Result<(), DspError>,
 ) {
     let max = cfg.chain.max_detections;
-    let mut dc = Detections::with_capacity(max);
     let mut dg = Detections::with_capacity(max);
+    run_gpu(gpu, &mut dg).expect("cuda process");
+    let mut pg = Vec::new();
+    gpu.power_map(&mut pg).expect("cuda power map");
+    check_against_cpu(what, cfg, cpu, bytes, &dg, &pg, worst);
+}
+
+/// Compare what the CUDA backend gave for `bytes` (detections `dg`, power
+/// map `pg`) with what the CPU reference gives.
+fn check_against_cpu(
+    what: &str,
+    cfg: &ChainConfig,
+    cpu: &mut CpuBackend,
+    bytes: &[u8],
+    dg: &Detections,
+    pg: &[f32],
+    worst: &mut Worst,
+) {
+    let mut dc = Detections::with_capacity(cfg.chain.max_detections);
     cpu.process(FrameInput { bytes, slot: None }, &mut dc)
         .expect("cpu process");
-    run_gpu(gpu, &mut dg).expect("cuda process");
-    let (mut pc, mut pg) = (Vec::new(), Vec::new());
+    let mut pc = Vec::new();
     cpu.power_map(&mut pc).expect("cpu power map");
-    gpu.power_map(&mut pg).expect("cuda power map");
 
     // Power maps: float32 rounding of the same sum.
     assert_eq!(pc.len(), pg.len(), "{what}: power map sizes");
     let (mut num, mut den, mut cell) = (0.0f64, 0.0f64, 0.0f64);
-    for (i, (&c, &g)) in pc.iter().zip(&pg).enumerate() {
+    for (i, (&c, &g)) in pc.iter().zip(pg).enumerate() {
         assert!(g.is_finite() && g >= 0.0, "{what}: P[{i}] = {g}");
         let (c, g) = (f64::from(c), f64::from(g));
         num += (g - c) * (g - c);
@@ -150,12 +167,12 @@ fn compare_with(
             .map(|x| (x.range_bin, x.doppler_bin))
             .collect::<Vec<_>>()
     };
-    if cells(&dc) != cells(&dg) || dc.cut != dg.cut {
+    if cells(&dc) != cells(dg) || dc.cut != dg.cut {
         let p = |d: u32, r: u32| pc[d as usize * cfg.geometry.n_samples + r as usize];
         let only_cpu: Vec<_> = dc
             .list
             .iter()
-            .filter(|x| !cells(&dg).contains(&(x.range_bin, x.doppler_bin)))
+            .filter(|x| !cells(dg).contains(&(x.range_bin, x.doppler_bin)))
             .map(|x| {
                 (
                     x.range_bin,
@@ -822,4 +839,203 @@ fn unsupported_configurations_are_errors() {
         Err(e) => assert!(e.to_string().contains("chain.max_detections"), "{e}"),
         Ok(_) => panic!("max_detections 100000 accepted"),
     }
+}
+
+/// A ring as the capture path lays it out for GPU-triggered processing:
+/// `slots` frames in one mapped allocation, then the status page with each
+/// slot's completion record (32 bytes; `chunks` first) and, in its second
+/// half, the consumer's scratch word. The test plays the card: it writes a
+/// frame's chunks, each followed by the slot's count (Release), as
+/// tegra-p2p's simulator and the card do.
+struct TriggerRing {
+    mem: MappedHostBuffer,
+    slots: usize,
+    frame_bytes: usize,
+    chunks: u32,
+}
+
+impl TriggerRing {
+    fn new(cfg: &ChainConfig, slots: usize) -> Self {
+        let fb = cfg.geometry.frame_bytes();
+        let ctx = cuda_mem::primary_context().expect("primary context");
+        let mem = MappedHostBuffer::new(&ctx, slots * fb + 4096, Mapping::default())
+            .expect("mapped ring");
+        TriggerRing {
+            mem,
+            slots,
+            frame_bytes: fb,
+            chunks: cfg.geometry.chunks_per_frame as u32,
+        }
+    }
+    fn addrs(&self) -> Vec<SlotAddr> {
+        (0..self.slots)
+            .map(|s| SlotAddr {
+                host_ptr: self.mem.host_ptr() as usize + s * self.frame_bytes,
+                device_ptr: Some(self.mem.device_ptr() + (s * self.frame_bytes) as u64),
+                bytes: self.frame_bytes,
+            })
+            .collect()
+    }
+    fn status(&self) -> usize {
+        self.mem.host_ptr() as usize + self.slots * self.frame_bytes
+    }
+    fn at(&self, offset: usize) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: inside the status page of the live allocation, aligned;
+        // the GPU writes it too, so only atomically.
+        unsafe { &*((self.status() + offset) as *const std::sync::atomic::AtomicU32) }
+    }
+    /// Lands chunk `c` of `bytes` in `slot`: the bytes, then the count.
+    fn land(&mut self, slot: usize, c: usize, bytes: &[u8]) {
+        let cb = self.frame_bytes / self.chunks as usize;
+        let off = slot * self.frame_bytes + c * cb;
+        self.mem.as_mut_slice()[off..off + cb].copy_from_slice(&bytes[c * cb..(c + 1) * cb]);
+        self.at(slot * 32)
+            .store(c as u32 + 1, std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl CompletionAccess for TriggerRing {
+    fn slots(&self) -> u32 {
+        self.slots as u32
+    }
+    fn chunks_per_frame(&self) -> u32 {
+        self.chunks
+    }
+    fn device_ptr(&self, slot: u32) -> Option<u64> {
+        Some(self.mem.device_ptr() + (self.slots * self.frame_bytes) as u64 + u64::from(slot) * 32)
+    }
+    fn landed(&self, slot: u32) -> u32 {
+        self.word(slot).load(std::sync::atomic::Ordering::Acquire)
+    }
+    fn satisfy(&self, slot: u32) {
+        self.word(slot)
+            .store(self.chunks, std::sync::atomic::Ordering::Release);
+    }
+    fn reset(&self, slot: u32) {
+        self.word(slot).store(0, std::sync::atomic::Ordering::Release);
+    }
+    fn scratch(&self) -> &std::sync::atomic::AtomicU32 {
+        self.at(2048)
+    }
+    fn scratch_device_ptr(&self) -> Option<u64> {
+        Some(self.mem.device_ptr() + (self.slots * self.frame_bytes) as u64 + 2048)
+    }
+    fn word(&self, slot: u32) -> &std::sync::atomic::AtomicU32 {
+        self.at(slot as usize * 32)
+    }
+}
+
+/// GPU-triggered mode (docs/processing-chain.md, section 10) against the
+/// CPU reference: the test lands each frame's chunks in the ring's slots
+/// in order, with the completion counts after the bytes (now and then
+/// pausing between chunks, so the GPU waits mid-frame); the GPU finds them
+/// itself, and the detections and power maps it leaves in host memory must
+/// equal the CPU's, on 200 scenes of the default geometry and 24 of another.
+/// Taking a frame's detections allocates nothing. Then a frame that stops
+/// mid-way is cancelled: the queued work finishes (no hung stream), the
+/// counts are reset, and the backend processes frames the ordinary way
+/// again.
+#[test]
+fn gpu_triggered_frames_match_the_cpu_reference() {
+    if !cuda_or_skip("gpu_triggered_frames_match_the_cpu_reference") {
+        return;
+    }
+    let mut total = Worst::default();
+    for (name, cfg, frames) in [
+        ("default", ChainConfig::default(), 200usize),
+        ("2tx-128x128-clutter", small_geometry(true), 24),
+    ] {
+        let chunks = cfg.geometry.chunks_per_frame;
+        let mut cpu = CpuBackend::new(&cfg).expect("cpu backend");
+        let mut gpu = CudaBackend::new(&cfg).expect("cuda backend");
+        let slots = 4;
+        let mut ring = TriggerRing::new(&cfg, slots);
+        gpu.prepare_slots(&ring.addrs()).expect("prepare slots");
+        // SAFETY: the ring outlives the armed backend's work: it is
+        // cancelled below before either is dropped.
+        let line = unsafe { gpu.arm(&ring) }.expect("arm GPU-triggered mode");
+        println!("{name}: armed: {line}");
+        assert!(gpu.armed());
+        assert_eq!(gpu.in_flight(), slots as u64);
+        let mut rng = ChaCha8Rng::seed_from_u64(0x7219 + chunks as u64);
+        let mut worst = Worst::default();
+        let mut dg = Detections::with_capacity(cfg.chain.max_detections);
+        let mut pg = Vec::with_capacity(cfg.geometry.n_loops * cfg.geometry.n_samples);
+        let mut allocs = 0;
+        for k in 0..frames {
+            let s = k % slots;
+            let scene = random_scene(&cfg, &mut rng, 12);
+            let bytes = frame(&cfg, &scene, 4000 + k as u64);
+            for c in 0..chunks {
+                if c + 1 == chunks {
+                    // Asked before the frame completes: its map comes with it.
+                    gpu.request_power_map();
+                }
+                ring.land(s, c, &bytes);
+                if k % 5 == 1 {
+                    std::thread::sleep(std::time::Duration::from_micros(300));
+                }
+            }
+            let target = k as u64 + 1;
+            match gpu.wait_completed(target, std::time::Duration::from_secs(5)) {
+                radar_dsp::TriggerWait::Reached(n) => assert!(n >= target),
+                other => panic!("{name} frame {k}: the GPU did not finish ({other:?})"),
+            }
+            let a0 = allocations();
+            let done = gpu.take(s, &mut dg).expect("take");
+            allocs += allocations() - a0;
+            assert!(done.is_some(), "{name} frame {k}: not ready in slot {s}");
+            assert_eq!(ring.landed(s as u32), 0, "the GPU resets the count");
+            assert!(
+                gpu.take_power_map(s, &mut pg),
+                "{name} frame {k}: no power map"
+            );
+            check_against_cpu(
+                &format!("{name} GPU-triggered frame {k} (slot {s})"),
+                &cfg,
+                &mut cpu,
+                &bytes,
+                &dg,
+                &pg,
+                &mut worst,
+            );
+            gpu.queue(s).expect("queue the slot again");
+        }
+        assert_eq!(allocs, 0, "{name}: taking detections allocated");
+        // A frame that stops mid-way: half its chunks, then a cancel.
+        let s = frames % slots;
+        let bytes = frame(&cfg, &random_scene(&cfg, &mut rng, 4), 9999);
+        for c in 0..chunks / 2 {
+            ring.land(s, c, &bytes);
+        }
+        let flushed = gpu
+            .cancel(&ring, std::time::Duration::from_secs(2))
+            .expect("cancel");
+        assert_eq!(flushed, slots as u64, "{name}: every queued frame flushed");
+        assert!(!gpu.armed());
+        for slot in 0..slots as u32 {
+            assert_eq!(ring.landed(slot), 0);
+        }
+        // The ordinary way again, on the same backend.
+        let again = frame(&cfg, &random_scene(&cfg, &mut rng, 6), 31337);
+        compare(
+            &format!("{name}: after the cancel"),
+            &cfg,
+            &mut cpu,
+            &mut gpu,
+            &again,
+            &mut worst,
+        );
+        println!("{name}: {worst:?}");
+        assert!(worst.detections > frames, "{name}: too few detections");
+        total.scenes += worst.scenes;
+        total.detections += worst.detections;
+        total.refined_bin = total.refined_bin.max(worst.refined_bin);
+        total.power_rel_norm = total.power_rel_norm.max(worst.power_rel_norm);
+    }
+    println!(
+        "GPU-triggered: matched {} scenes, {} detections; worst refined-bin difference {:.2e} bin; power map relative error {:.2e} normwise",
+        total.scenes, total.detections, total.refined_bin, total.power_rel_norm
+    );
+    assert!(total.scenes >= 224);
 }
