@@ -429,7 +429,9 @@ impl<'a> CompletionWords<'a> {
         // inside the status page.
         unsafe { self.ring.status_ptr().add(Self::offset(slot)) }
     }
-    fn word(&self, slot: u32) -> &'a AtomicU32 {
+    /// `slot`'s `chunks` word itself (for a consumer that keeps its
+    /// address, or waits on it).
+    pub fn word(&self, slot: u32) -> &'a AtomicU32 {
         // SAFETY: the record is 8-byte aligned (a page plus a multiple of
         // 32) in memory that lives as long as the ring; the card and the
         // GPU write it concurrently, so it is only touched atomically.

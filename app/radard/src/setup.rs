@@ -27,6 +27,8 @@ pub enum SetupError {
     Recording(#[from] crate::recording::RecordingError),
     #[error("source.replay_file: not set")]
     NoReplayFile,
+    #[error("{0}")]
+    Trigger(String),
     #[error("source.scene_file: {}: {source}", path.display())]
     SceneFile {
         path: std::path::PathBuf,

@@ -24,6 +24,10 @@
 //!                           # the backend can (CPU, CUDA); false: whole frames
 //! gpu_wait = "spin"         # spin | block | yield: how the loop waits for
 //!                           # the GPU (block: less CPU, a little more latency)
+//! trigger = "auto"          # auto | gpu | cpu: GPU-triggered processing (the
+//!                           # GPU waits for the card's completion records;
+//!                           # the loop wakes once a frame) where the device
+//!                           # can, else CPU-triggered as above
 //!
 //! [rt]
 //! priority = 80             # SCHED_FIFO; 0 = normal scheduling
@@ -123,6 +127,8 @@ pub struct BackendConfig {
     /// the GPU's interrupt: far less CPU time, a little more latency);
     /// `yield` spins yielding the CPU.
     pub gpu_wait: GpuWait,
+    /// GPU-triggered processing (docs/processing-chain.md, section 10).
+    pub trigger: Trigger,
 }
 
 impl Default for BackendConfig {
@@ -131,7 +137,36 @@ impl Default for BackendConfig {
             kind: BackendKind::Auto,
             stream_chunks: true,
             gpu_wait: GpuWait::Spin,
+            trigger: Trigger::Auto,
         }
+    }
+}
+
+/// Who starts a frame's work (`backend.trigger`, `--trigger`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
+pub enum Trigger {
+    /// GPU-triggered where the backend, the source and the device can
+    /// (the CUDA backend on a ring whose source writes completion records,
+    /// a device whose stream waits pass the self-test on the ring's
+    /// memory); CPU-triggered otherwise, with one log line saying why.
+    #[default]
+    Auto,
+    /// GPU-triggered, or refuse to start.
+    Gpu,
+    /// CPU-triggered: the loop hands each chunk (or the whole frame) to the
+    /// backend (`stream_chunks`).
+    Cpu,
+}
+
+impl std::fmt::Display for Trigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Trigger::Auto => "auto",
+            Trigger::Gpu => "gpu",
+            Trigger::Cpu => "cpu",
+        })
     }
 }
 
