@@ -176,10 +176,13 @@ pub trait Triggered {
     /// (`%globaltimer`, ns) when they were ready, or None when they are not
     /// (yet). Never allocates when `out` has room for max_detections.
     fn take(&mut self, slot: usize, out: &mut Detections) -> Result<Option<u64>, DspError>;
-    /// Asks for the power map of the next frame to finish.
-    fn request_power_map(&mut self);
-    /// The power map asked for, when it came with the frame in `slot`.
-    /// Never allocates when `out` has room for the map.
+    /// Whether the detections of the frame in `slot` are in host memory
+    /// (the GPU's ready flag, read without side effects: for benchmarks
+    /// that watch it).
+    fn ready(&self, slot: usize) -> bool;
+    /// The power map of the frame whose detections [`Self::take`] took
+    /// last from `slot` (every frame's is kept, per slot, until the slot is
+    /// queued again). Never allocates when `out` has room for the map.
     fn take_power_map(&mut self, slot: usize, out: &mut Vec<f32>) -> bool;
     /// Frames queued whose detections were not taken yet.
     fn in_flight(&self) -> u64;

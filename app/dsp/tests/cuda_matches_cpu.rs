@@ -967,10 +967,6 @@ fn gpu_triggered_frames_match_the_cpu_reference() {
             let scene = random_scene(&cfg, &mut rng, 12);
             let bytes = frame(&cfg, &scene, 4000 + k as u64);
             for c in 0..chunks {
-                if c + 1 == chunks {
-                    // Asked before the frame completes: its map comes with it.
-                    gpu.request_power_map();
-                }
                 ring.land(s, c, &bytes);
                 if k % 5 == 1 {
                     std::thread::sleep(std::time::Duration::from_micros(300));

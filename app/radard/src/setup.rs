@@ -152,6 +152,7 @@ pub fn sim_config(cfg: &RadardConfig) -> SimConfig {
         crc_error_every: f.crc_error_every,
         stall: (f.stall_at > 0 && f.stall_ms > 0)
             .then(|| (f.stall_at, Duration::from_millis(f.stall_ms))),
+        revoke_at: (f.revoke_at > 0).then_some(f.revoke_at),
         seed: f.seed,
         ..SimFaults::default()
     };

@@ -817,30 +817,16 @@ extern "C" __global__ void frame_done(volatile u32 *completion_count, volatile T
     rec->ready = 1u;
 }
 
-// When the host asked for a power map (state[0] == 1), the frame's map goes
-// to mapped host memory, then state[1] = slot and state[0] = 2. Otherwise
-// nothing: one block that reads one word.
-#define MAP_EXPORT_THREADS 1024
+// The frame's power map, to the slot's own buffer in mapped host memory,
+// every frame (the host publishes one now and then; 256 KiB a frame at the
+// default geometry): a grid-stride copy in 16-byte pieces.
+#define MAP_EXPORT_THREADS 256
 
 extern "C" __global__ void __launch_bounds__(MAP_EXPORT_THREADS)
-map_export(const float4 *pmap, float4 *host_map, volatile u32 *state, u64 slot)
+map_export(const float4 *pmap, float4 *host_map)
 {
-    __shared__ u32 s_want;
-    if (threadIdx.x == 0) {
-        s_want = state[0] == 1u;
-    }
-    __syncthreads();
-    if (!s_want) {
-        return;
-    }
-    for (u32 i = threadIdx.x; i < N_CELLS / 4; i += MAP_EXPORT_THREADS) {
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < N_CELLS / 4;
+         i += gridDim.x * blockDim.x) {
         host_map[i] = __ldcg(&pmap[i]);
-    }
-    __threadfence_system();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        state[1] = (u32)slot;
-        __threadfence_system();
-        state[0] = 2u;
     }
 }

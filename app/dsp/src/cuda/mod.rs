@@ -551,10 +551,8 @@ impl Triggered for CudaBackend {
         t.take(&self.pipeline, slot, out)
     }
 
-    fn request_power_map(&mut self) {
-        if let Some(t) = &self.trigger {
-            t.request_power_map();
-        }
+    fn ready(&self, slot: usize) -> bool {
+        self.trigger.as_ref().is_some_and(|t| t.ready(slot))
     }
 
     fn take_power_map(&mut self, slot: usize, out: &mut Vec<f32>) -> bool {

@@ -20,13 +20,7 @@ use crate::error::DspError;
 const RECORD_BYTES: usize = 64;
 /// Offsets (in u32 words) of the control buffer's words.
 const ALPHA_INDEX: usize = 0;
-const MAP_STATE: usize = 4;
-const MAP_SLOT: usize = 5;
 const ACK: usize = 16;
-/// map state words (kernels.cu, map_export).
-const MAP_IDLE: u32 = 0;
-const MAP_WANTED: u32 = 1;
-const MAP_DONE: u32 = 2;
 
 /// What the host function at the end of each slot's graph shares with the
 /// waiting thread. Leaked at arming: a host node may still run after the
@@ -100,10 +94,10 @@ pub(super) struct TriggerState {
     records: MappedHostBuffer,
     /// Two CFAR scale tables.
     alpha: MappedHostBuffer,
-    /// Words: the alpha index, the map's state and slot, the self-test ack.
+    /// Words: the alpha index, the self-test ack.
     control: MappedHostBuffer,
-    /// The exported power map.
-    map: MappedHostBuffer,
+    /// Per slot the frame's power map (n_cells floats).
+    maps: MappedHostBuffer,
     wake: &'static WakeShared,
     queued: u64,
     taken: u64,
@@ -183,7 +177,7 @@ impl TriggerState {
             records: map_buf(slots * RECORD_BYTES)?,
             alpha: map_buf(2 * g.n_samples * 8)?,
             control: map_buf(4096)?,
-            map: map_buf(n_cells * 4)?,
+            maps: map_buf(slots * n_cells * 4)?,
             wake: Box::leak(Box::new(WakeShared {
                 done: AtomicU64::new(0),
                 futex: AtomicU32::new(0),
@@ -206,8 +200,7 @@ impl TriggerState {
                 slot: slot as u32,
                 alpha_tables: state.alpha.device_ptr(),
                 alpha_index: state.control.device_ptr_at(ALPHA_INDEX * 4)?,
-                map: state.map.device_ptr(),
-                map_state: state.control.device_ptr_at(MAP_STATE * 4)?,
+                map: state.maps.device_ptr_at(slot * n_cells * 4)?,
             })
         };
         // Every kernel once before any wait is queued (lazy loading).
@@ -429,31 +422,31 @@ impl TriggerState {
         Ok(Some(done_ns))
     }
 
-    pub fn request_power_map(&self) {
-        let state = self.control(MAP_STATE);
-        // Only from idle: a map asked for and not yet taken stays asked.
-        let _ = state.compare_exchange(MAP_IDLE, MAP_WANTED, Ordering::AcqRel, Ordering::Relaxed);
+    pub fn ready(&self, slot: usize) -> bool {
+        slot < self.graphs.len() && self.record_ready(slot).load(Ordering::Acquire) == 1
     }
 
+    /// The power map of the frame whose detections were taken last from
+    /// `slot` (call after `take`, before the slot is queued again).
     pub fn take_power_map(&self, slot: usize, out: &mut Vec<f32>) -> bool {
-        let state = self.control(MAP_STATE);
-        if state.load(Ordering::Acquire) != MAP_DONE {
-            return false;
-        }
-        let from = self.control(MAP_SLOT).load(Ordering::Relaxed) as usize;
-        if from != slot {
-            // Another frame's: the next one asked for will come.
-            state.store(MAP_IDLE, Ordering::Release);
+        if slot >= self.graphs.len() {
             return false;
         }
         out.clear();
-        let bytes = &self.map.as_slice()[..self.n_cells * 4];
+        // SAFETY: the slot's map in the maps buffer, written by the GPU
+        // before the slot's `ready` (seen by `take`), written again only
+        // for the slot's next frame, after the slot is queued again.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                self.maps.host_ptr().add(slot * self.n_cells * 4),
+                self.n_cells * 4,
+            )
+        };
         out.extend(
             bytes
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
         );
-        state.store(MAP_IDLE, Ordering::Release);
         true
     }
 

@@ -66,6 +66,7 @@
 //! crc_error_every = 0       # flag every Nth frame with a CRC mismatch
 //! stall_at = 0              # before frame N (0 = never) ...
 //! stall_ms = 0              # ... produce nothing for this long
+//! revoke_at = 0             # before frame N (0 = never) the ring is revoked
 //! backend_error_every = 0   # fail the chain on every Nth frame
 //! spin_us = 0               # spin this long before each chunk is due instead
 //!                           # of sleeping to it (0 = sleep only; see below)
@@ -247,6 +248,9 @@ pub struct SimulatorConfig {
     pub stall_at: u64,
     pub stall_ms: u64,
     pub backend_error_every: u64,
+    /// Before frame N (0 = never), the ring is revoked as if its memory
+    /// went away: the run ends with the source's error.
+    pub revoke_at: u64,
     pub seed: u64,
     /// The simulator sleeps until this many microseconds before each chunk
     /// is due and spins the rest, so that its chunks land on time where

@@ -370,7 +370,14 @@ pub fn run(
             match backend.as_deref_mut().and_then(|b| b.triggered()) {
                 Some(t) => match t.take(meta.slot as usize, dets) {
                     Ok(Some(_)) => Ok(()),
-                    Ok(None) => Err(()),
+                    Ok(None) => {
+                        // The GPU finished a frame, and the frame that came
+                        // is another slot's: the ring's order is broken.
+                        return Err(LoopError::Dsp(DspError::Backend(format!(
+                            "GPU-triggered mode: frame {} landed in slot {}, whose work has not finished",
+                            meta.sequence, meta.slot
+                        ))));
+                    }
                     Err(_) => Err(()),
                 },
                 None => Err(()),
@@ -464,14 +471,6 @@ pub fn run(
             }
         }
         frame.release()?;
-        if opts.gpu_triggered
-            && let Some(t) = backend.as_deref_mut().and_then(|b| b.triggered())
-        {
-            // The slot goes back to the source at the end of its queue;
-            // frames land in release order, so its work goes to the end
-            // of the GPU's queue.
-            t.queue(meta.slot as usize)?;
-        }
 
         let finished = monotonic_ns();
         let latency = finished.saturating_sub(captured);
@@ -557,14 +556,6 @@ pub fn run(
             let map_due = opts.power_map_every > 0
                 && opts.content.is_radar()
                 && snap.frames_processed % u64::from(opts.power_map_every) == 0;
-            if opts.gpu_triggered
-                && opts.power_map_every > 0
-                && (snap.frames_processed + 1) % u64::from(opts.power_map_every) == 0
-                && let Some(t) = backend.as_deref_mut().and_then(|b| b.triggered())
-            {
-                // The next frame's map: asked for before its work ends.
-                t.request_power_map();
-            }
             if map_due
                 && let Some(b) = backend.as_deref_mut()
                 && if opts.gpu_triggered {
@@ -593,6 +584,15 @@ pub fn run(
             }
         } else {
             line.latency_ns = processing;
+        }
+        if opts.gpu_triggered
+            && let Some(t) = backend.as_deref_mut().and_then(|b| b.triggered())
+        {
+            // The slot went back to the source at the end of its queue;
+            // frames land in release order, so the slot's work goes to the
+            // end of the GPU's queue (after its map was read above; its
+            // waits see a chunk that already landed).
+            t.queue(meta.slot as usize)?;
         }
         rate_frames += u64::from(processed);
         if finished - rate_start >= 1_000_000_000 {

@@ -7,8 +7,8 @@
 //!               [c == 0: alpha_sync]  convert_window + range FFT of chunk c
 //! the tail (Doppler .. refine_output, the selection over the cap included)
 //!               into the slot's own output buffer
+//! map_export    the power map, to the slot's buffer in host memory
 //! frame_done    count := 0 (the consumer's reset), stamp, ready := 1
-//! map_export    the power map, when the host asked for one
 //! host node     wakes the host thread (HostWake)
 //! ```
 
@@ -38,9 +38,8 @@ pub(in crate::cuda) struct TriggerTargets {
     /// current one.
     pub alpha_tables: u64,
     pub alpha_index: u64,
-    /// The exported power map and its state words.
+    /// The slot's copy of the power map.
     pub map: u64,
-    pub map_state: u64,
 }
 
 /// The host function at the end of every slot's graph, and its argument.
@@ -109,20 +108,13 @@ impl Pipeline {
                 self.enqueue_range(t.input, range, &mut NoMarks)?;
             }
             self.enqueue_tail(&mut NoMarks, t.out, true)?;
+            self.launch_map_export(t)?;
             self.launch(
                 "launch frame_done",
                 &self.kernels.frame_done,
                 (1, 1),
                 1,
                 &[t.count, t.record, u64::from(t.slot)],
-                false,
-            )?;
-            self.launch(
-                "launch map_export",
-                &self.kernels.map_export,
-                (1, 1),
-                1024,
-                &[self.bufs.pmap.ptr(), t.map, t.map_state, u64::from(t.slot)],
                 false,
             )?;
             // SAFETY: our stream, being captured (a host node); `wake.func`
@@ -155,15 +147,21 @@ impl Pipeline {
             &[t.count, t.record, u64::from(t.slot)],
             false,
         )?;
+        self.launch_map_export(t)?;
+        self.synchronize()
+    }
+
+    fn launch_map_export(&self, t: &TriggerTargets) -> Result<(), DspError> {
+        let g = &self.cfg.geometry;
+        let pieces = g.n_loops * g.n_samples / 4;
         self.launch(
             "launch map_export",
             &self.kernels.map_export,
-            (1, 1),
-            1024,
-            &[self.bufs.pmap.ptr(), t.map, t.map_state, u64::from(t.slot)],
+            (pieces.div_ceil(256 * 4).max(1) as u32, 1),
+            256,
+            &[self.bufs.pmap.ptr(), t.map],
             false,
-        )?;
-        self.synchronize()
+        )
     }
 
     pub fn context(&self) -> &std::sync::Arc<cudarc::driver::CudaContext> {
