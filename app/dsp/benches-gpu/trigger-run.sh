@@ -11,7 +11,8 @@
 # resident frame), and ncu's bytes per frame when ncu is there. A table of
 # verdicts and figures is printed last; logs and JSON go to OUT/trigger-run.tgz
 # (and OUT/summary.txt). STEPS="tests radard faults latency floor bench ncu"
-# picks steps (default all). Built by prepare.sh; usage there:
+# picks steps (default all); TRIG_FRAMES (default 7500: 60 s), LAT_FRAMES
+# (2000), FLOOR_S (4), BENCH_FRAMES (3000) shorten a quick look. Built by prepare.sh; usage there:
 #   bash .device-bin/<bundle>/trigger-run.sh
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
@@ -65,7 +66,7 @@ radard_run() { # name, timeout, extra toml, radard args...
   return $rc
 }
 if want radard; then
-  radard_run trig-8ms 100 "" --trigger gpu --frames 7500 --chunk-period-us 500
+  radard_run trig-8ms 100 "" --trigger gpu --frames "${TRIG_FRAMES:-7500}" --chunk-period-us 500
   verdict "radard trig-8ms rc=$?"
   radard_run cpu-8ms 40 "" --trigger cpu --frames 2500 --chunk-period-us 500
   verdict "radard cpu-8ms rc=$?"
@@ -92,20 +93,20 @@ if want faults; then
 fi
 if want latency; then
   echo "== trigger_latency (8 ms frames)"
-  timeout 200 "$B/trigger_latency" --frames 2000 --period-us 8000 --json "$LOG/trigger_latency.json" > "$LOG/trigger_latency.log" 2>&1
+  timeout 200 "$B/trigger_latency" --frames "${LAT_FRAMES:-2000}" --period-us 8000 --json "$LOG/trigger_latency.json" > "$LOG/trigger_latency.log" 2>&1
   verdict "trigger_latency rc=$?"
   tail -8 "$LOG/trigger_latency.log"
 fi
 if want floor; then
   echo "== loop_floor"
-  timeout 200 "$B/loop_floor" --seconds 4 --cases 'source only, 1 events/frame, 8 ms;chunk-streamed, spin, 8 ms;GPU-triggered' \
+  timeout 200 "$B/loop_floor" --seconds "${FLOOR_S:-4}" --cases 'source only, 1 events/frame, 8 ms;chunk-streamed, spin, 8 ms;GPU-triggered' \
     --json "$LOG/loop_floor.json" > "$LOG/loop_floor.log" 2>&1
   verdict "loop_floor rc=$?"
   tail -8 "$LOG/loop_floor.log" | cut -c1-240
 fi
 if want bench; then
   echo "== radar-dsp bench (cuda, paced at 8 ms)"
-  timeout 240 "$B/radar-dsp" bench --backend cuda --frames 3000 --period-us 8000 --stage-reps 200 \
+  timeout 240 "$B/radar-dsp" bench --backend cuda --frames "${BENCH_FRAMES:-3000}" --period-us 8000 --stage-reps 200 \
     --json "$LOG/bench.json" > "$LOG/bench.log" 2>&1
   verdict "radar-dsp bench rc=$?"
   grep -E "GPU graph|end to end|kernels|stage|copy" "$LOG/bench.log" | head -30 | cut -c1-200
