@@ -140,13 +140,25 @@ pub enum TriggerWait {
     Interrupted,
 }
 
+/// When a GPU-triggered frame's detections were in host memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TriggerStamp {
+    /// The GPU's clock (`%globaltimer`, ns) when its last kernel ended.
+    pub gpu_done_ns: u64,
+    /// CLOCK_MONOTONIC when the host learned it (the host function at the
+    /// end of the frame's work, or the host's reading of the flag when
+    /// that came first): an upper bound of the moment on the host's clock.
+    pub host_done_ns: u64,
+}
+
 /// GPU-triggered processing (docs/processing-chain.md, section 10): every
 /// ring slot's work waits on the GPU, before each chunk, for the slot's
 /// completion count, and ends by writing the slot's detections and a
 /// "ready" flag into host memory; the work of the next frames is queued
-/// ahead, so no host thread launches anything between a frame's first
-/// chunk and its detections. Frames land in the ring's slots in release
-/// order, so the host queues a slot's work again when it releases the slot.
+/// ahead (by the backend itself: frames land in the ring's slots in
+/// release order, which is ring order), so no host thread launches
+/// anything between a frame's first chunk and its detections, and the
+/// thread that takes the detections launches nothing at all.
 pub trait Triggered {
     /// Checks that the device can wait on the ring's memory (the device's
     /// attributes, then a self-test on the ring's own status page), builds
@@ -162,9 +174,6 @@ pub trait Triggered {
     unsafe fn arm(&mut self, words: &dyn CompletionAccess) -> Result<String, DspError>;
     /// Whether [`Self::arm`] succeeded (and [`Self::cancel`] has not run).
     fn armed(&self) -> bool;
-    /// Queues `slot`'s work behind everything queued (after the host
-    /// released the slot to the source).
-    fn queue(&mut self, slot: usize) -> Result<(), DspError>;
     /// Frames whose work finished since arming (their detections are in
     /// host memory).
     fn completed(&self) -> u64;
@@ -172,10 +181,14 @@ pub trait Triggered {
     /// passes or a signal comes; the thread sleeps (one wake-up).
     fn wait_completed(&self, target: u64, timeout: Duration) -> TriggerWait;
     /// The detections of the frame whose work finished in `slot`: copied
-    /// into `out`, the slot's flag cleared. Returns the GPU's clock
-    /// (`%globaltimer`, ns) when they were ready, or None when they are not
-    /// (yet). Never allocates when `out` has room for max_detections.
-    fn take(&mut self, slot: usize, out: &mut Detections) -> Result<Option<u64>, DspError>;
+    /// into `out`, the slot's flag cleared. Returns when they were ready,
+    /// or None when they are not (yet). Never allocates when `out` has room
+    /// for max_detections. Take a slot's frame before releasing the slot.
+    fn take(
+        &mut self,
+        slot: usize,
+        out: &mut Detections,
+    ) -> Result<Option<TriggerStamp>, DspError>;
     /// Whether the detections of the frame in `slot` are in host memory
     /// (the GPU's ready flag, read without side effects: for benchmarks
     /// that watch it).

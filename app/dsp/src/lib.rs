@@ -26,7 +26,8 @@ pub mod select;
 pub mod window;
 
 pub use backend::{
-    Backend, CompletionAccess, FrameInput, SlotAddr, SlotFrame, TriggerWait, Triggered,
+    Backend, CompletionAccess, FrameInput, SlotAddr, SlotFrame, TriggerStamp, TriggerWait,
+    Triggered,
 };
 pub use config::{CfarConfig, ChainConfig, Geometry, Physical};
 pub use cpu::CpuBackend;

@@ -71,6 +71,9 @@ struct Case {
     /// Chunk events asked of the source.
     chunk_events: bool,
     gpu_wait: Option<GpuWait>,
+    /// GPU-triggered: frames per wake-up, and the ring's slots.
+    frames_per_wake: u32,
+    slots: u32,
 }
 
 /// CPU microseconds per frame, by part (see the module comment).
@@ -209,6 +212,8 @@ fn config_for(case: &Case) -> RadardConfig {
     } else {
         Trigger::Cpu
     };
+    cfg.source.slots = case.slots;
+    cfg.frame_loop.frames_per_wake = case.frames_per_wake;
     cfg
 }
 
@@ -380,9 +385,13 @@ fn run_triggered(
             }
             let c0 = cpu_now(&clk);
             let t = b.triggered().ok_or("not triggered")?;
-            match t.wait_completed(count + 1, std::time::Duration::from_secs(2)) {
-                radar_dsp::TriggerWait::Reached(_) => {}
-                other => return Err(format!("frame {count}: {other:?}")),
+            // One sleep for `frames_per_wake` frames, as radard's loop.
+            if t.completed() <= count {
+                let target = count + u64::from(case.frames_per_wake);
+                match t.wait_completed(target, std::time::Duration::from_secs(2)) {
+                    radar_dsp::TriggerWait::Reached(_) => {}
+                    other => return Err(format!("frame {count}: {other:?}")),
+                }
             }
             let frame = loop {
                 if let Event::Frame(f) = src
@@ -398,13 +407,13 @@ fn run_triggered(
             // The last chunk's record, before the slot goes back.
             let landed_ns = words.timestamp_ns(meta.slot);
             let t = b.triggered().ok_or("not triggered")?;
-            if t.take(slot, &mut dets).map_err(|e| e.to_string())?.is_none() {
+            let Some(stamp) = t.take(slot, &mut dets).map_err(|e| e.to_string())? else {
                 return Err(format!("frame {count}: detections not ready"));
-            }
-            let finished = monotonic_ns();
+            };
+            // Done when the detections were in host memory (radard's rule).
+            let finished = stamp.host_done_ns.min(monotonic_ns());
             let c2 = cpu_now(&clk);
             frame.release().map_err(|e| e.to_string())?;
-            t.queue(slot).map_err(|e| e.to_string())?;
             let c3 = cpu_now(&clk);
             reads += 4;
             wait += c1 - c0;
@@ -534,6 +543,8 @@ fn cases(only_cpu: bool) -> Vec<Case> {
                 period_ms,
                 chunk_events,
                 gpu_wait: None,
+                frames_per_wake: 1,
+                slots: 4,
             });
         }
     }
@@ -556,16 +567,22 @@ fn cases(only_cpu: bool) -> Vec<Case> {
                     period_ms,
                     chunk_events,
                     gpu_wait: Some(wait),
+                    frames_per_wake: 1,
+                    slots: 4,
                 });
             }
         }
-        v.push(Case {
-            name: format!("GPU-triggered, {period_ms} ms"),
-            work: Work::GpuTriggered,
-            period_ms,
-            chunk_events: false,
-            gpu_wait: None,
-        });
+        for (k, slots) in [(1, 4), (4, 8)] {
+            v.push(Case {
+                name: format!("GPU-triggered, {k} frame(s)/wake, {slots} slots, {period_ms} ms"),
+                work: Work::GpuTriggered,
+                period_ms,
+                chunk_events: false,
+                gpu_wait: None,
+                frames_per_wake: k,
+                slots,
+            });
+        }
         for (wait, wait_name) in WAITS {
             v.push(Case {
                 name: format!("one launch + one wait (resident), {wait_name}, {period_ms} ms"),
@@ -573,6 +590,8 @@ fn cases(only_cpu: bool) -> Vec<Case> {
                 period_ms,
                 chunk_events: false,
                 gpu_wait: Some(wait),
+                frames_per_wake: 1,
+                slots: 4,
             });
         }
     }

@@ -253,10 +253,6 @@ fn run(trigger: Trigger, args: &Args) -> Result<CaseResult, String> {
                 }
             }
             frame.release().map_err(|e| e.to_string())?;
-            if gpu {
-                let t = b.triggered().ok_or("not triggered")?;
-                t.queue(meta.slot as usize).map_err(|e| e.to_string())?;
-            }
             if count >= warmup {
                 lat.push(seen.saturating_sub(landed_ns) as f64 / 1e3);
                 if seen > meta.timestamp_ns + 2 * period_ns {

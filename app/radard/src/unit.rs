@@ -215,6 +215,7 @@ impl Unit {
             slots_prepared: self.slots_prepared,
             chunk_streaming: self.chunk_streaming,
             gpu_triggered: self.gpu_triggered,
+            frames_per_wake: cfg.frame_loop.frames_per_wake,
             event_timeout: std::time::Duration::from_millis(u64::from(
                 cfg.source.event_timeout_ms,
             )),

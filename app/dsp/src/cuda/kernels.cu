@@ -802,13 +802,17 @@ struct TriggerRecord {
 
 // After the frame's last kernel: the consumer's reset of the slot's
 // completion count (the slot's bytes are no longer read; the card refills
-// it only after the host has seen `ready` and released it), then the
-// detections-ready flag, after a system-scope fence so that the host sees
-// the output buffer (written by refine_output, an earlier kernel) first.
+// it only after the host has seen `ready` and released it) unless the host
+// is cancelling (it then holds every count at a whole frame, so that all
+// the work queued for the slot runs out), then the detections-ready flag,
+// after a system-scope fence so that the host sees the output buffer
+// (written by refine_output, an earlier kernel) first.
 extern "C" __global__ void frame_done(volatile u32 *completion_count, volatile TriggerRecord *rec,
-                                      u64 slot)
+                                      u64 slot, const volatile u32 *cancelling)
 {
-    *completion_count = 0u;
+    if (*cancelling == 0u) {
+        *completion_count = 0u;
+    }
     u64 t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     rec->slot = (u32)slot;

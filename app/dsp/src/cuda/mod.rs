@@ -439,6 +439,9 @@ impl Drop for CudaBackend {
             eprintln!(
                 "radar-dsp: GPU-triggered work did not finish after its cancellation: its GPU memory is kept"
             );
+            if let Some(t) = &self.trigger {
+                t.stop_feeding();
+            }
             std::mem::forget(self.trigger.take());
             std::mem::forget(std::mem::take(&mut self.slots));
             #[cfg(feature = "instrument")]
@@ -531,10 +534,6 @@ impl Triggered for CudaBackend {
         self.trigger.is_some()
     }
 
-    fn queue(&mut self, slot: usize) -> Result<(), DspError> {
-        self.armed_state()?.queue(slot)
-    }
-
     fn completed(&self) -> u64 {
         self.trigger.as_ref().map_or(0, TriggerState::completed)
     }
@@ -546,7 +545,11 @@ impl Triggered for CudaBackend {
         }
     }
 
-    fn take(&mut self, slot: usize, out: &mut Detections) -> Result<Option<u64>, DspError> {
+    fn take(
+        &mut self,
+        slot: usize,
+        out: &mut Detections,
+    ) -> Result<Option<crate::backend::TriggerStamp>, DspError> {
         let t = self.trigger.as_mut().ok_or_else(not_armed)?;
         t.take(&self.pipeline, slot, out)
     }
@@ -580,11 +583,7 @@ fn not_armed() -> DspError {
     DspError::Backend("GPU-triggered mode is not armed".to_string())
 }
 
-impl CudaBackend {
-    fn armed_state(&mut self) -> Result<&mut TriggerState, DspError> {
-        self.trigger.as_mut().ok_or_else(not_armed)
-    }
-}
+
 
 #[cfg(test)]
 mod tests {

@@ -1,18 +1,29 @@
 //! GPU-triggered processing in the CUDA backend (docs/processing-chain.md,
 //! section 10): the per-slot graphs of `pipeline/trigger.rs`, the buffers
-//! they write for the host, the wake-up of the host thread, the checks at
-//! arming and the way out (`cancel`).
+//! they write for the host, the wake-up of the host thread, the feeder
+//! thread that keeps the next frames' work queued, the checks at arming and
+//! the way out (`cancel`).
+//!
+//! Frames land in the ring's slots in order, so the `q`-th graph launched
+//! since arming is slot `q mod N`'s: the feeder (a thread of its own, at
+//! normal priority) launches them ahead, keeping `2N` frames queued, and
+//! the host thread that takes the detections launches nothing. A graph
+//! queued for a slot whose previous frame the host still holds waits for
+//! the slot's count to leave 0, which happens only after the host released
+//! the slot and the card refilled it.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::CudaGraph;
+use cudarc::driver::{CudaGraph, sys};
 
 use cuda_mem::{MappedHostBuffer, Mapping, MemOpAttributes, StreamMemOps, cuda_err};
 
 use super::pipeline::{HostWake, Pipeline, TriggerTargets};
-use crate::backend::{CompletionAccess, TriggerWait};
+use crate::backend::{CompletionAccess, TriggerStamp, TriggerWait};
 use crate::detection::{Detection, Detections};
 use crate::error::DspError;
 
@@ -20,11 +31,12 @@ use crate::error::DspError;
 const RECORD_BYTES: usize = 64;
 /// Offsets (in u32 words) of the control buffer's words.
 const ALPHA_INDEX: usize = 0;
+const CANCELLING: usize = 8;
 const ACK: usize = 16;
 
 /// What the host function at the end of each slot's graph shares with the
-/// waiting thread. Leaked at arming: a host node may still run after the
-/// backend is gone (a cancel that timed out), and must find it.
+/// waiting thread and the feeder. Leaked at arming: a host node may still
+/// run after the backend is gone (a cancel that timed out), and must find it.
 pub(super) struct WakeShared {
     /// Frames finished since arming.
     done: AtomicU64,
@@ -32,17 +44,136 @@ pub(super) struct WakeShared {
     futex: AtomicU32,
     /// The waiter wants a wake-up once `done` reaches this.
     wake_at: AtomicU64,
+    /// The same for the feeder.
+    feed_futex: AtomicU32,
+    feed_at: AtomicU64,
+    /// Per slot, CLOCK_MONOTONIC when the host function of its last frame
+    /// ran: the frame's detections were in host memory by then.
+    stamps: Box<[AtomicU64]>,
 }
 
-/// The host node's function: counts the frame and wakes the waiter when
-/// it asked for this many. Runs on a CUDA driver thread; makes no CUDA call.
+/// A slot's host node argument.
+struct SlotWake {
+    shared: &'static WakeShared,
+    slot: usize,
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The host node's function: stamps the slot's frame, counts it, and
+/// wakes the host thread and the feeder when they asked for this many.
+/// Runs on a CUDA driver thread; makes no CUDA call.
 unsafe extern "C" fn host_wake(data: *mut c_void) {
-    // SAFETY: `data` is the leaked WakeShared of the graph's arming.
-    let w = unsafe { &*(data as *const WakeShared) };
+    // SAFETY: `data` is a leaked SlotWake of the graph's arming.
+    let s = unsafe { &*(data as *const SlotWake) };
+    let w = s.shared;
+    w.stamps[s.slot].store(monotonic_ns(), Ordering::Release);
     let n = w.done.fetch_add(1, Ordering::AcqRel) + 1;
     w.futex.store(n as u32, Ordering::Release);
+    w.feed_futex.store(n as u32, Ordering::Release);
     if n >= w.wake_at.load(Ordering::Acquire) {
         futex_wake(&w.futex);
+    }
+    if n >= w.feed_at.load(Ordering::Acquire) {
+        futex_wake(&w.feed_futex);
+    }
+}
+
+/// The feeder's view of the graphs (raw driver handles: the thread only
+/// launches them, and is joined before they are destroyed).
+struct FeedShared {
+    execs: Vec<usize>,
+    stream: usize,
+    ctx: usize,
+    /// Frames kept queued ahead of the last finished one.
+    depth: u64,
+    /// Graphs launched since arming.
+    launched: AtomicU64,
+    stop: AtomicBool,
+    /// The CUresult of a launch that failed (0: none).
+    error: AtomicI32,
+    wake: &'static WakeShared,
+}
+
+/// The feeder thread; stopped and joined on drop.
+struct Feeder {
+    shared: Arc<FeedShared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Feeder {
+    fn start(shared: FeedShared) -> Result<Self, DspError> {
+        let shared = Arc::new(shared);
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("gpu-feeder".into())
+            .spawn(move || feed(&s))
+            .map_err(|e| DspError::Backend(format!("GPU-triggered mode: feeder thread: {e}")))?;
+        Ok(Feeder {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        futex_wake(&self.shared.wake.feed_futex);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    fn launched(&self) -> u64 {
+        self.shared.launched.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Feeder {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The feeder: keeps `depth` frames' graphs queued beyond the last
+/// finished frame, in ring order; sleeps until half of them finished.
+fn feed(s: &FeedShared) {
+    // SAFETY: the context outlives this thread (joined first).
+    if unsafe { sys::cuCtxSetCurrent(s.ctx as sys::CUcontext) } != sys::CUresult::CUDA_SUCCESS {
+        s.error.store(-1, Ordering::Release);
+        return;
+    }
+    let n = s.execs.len() as u64;
+    while !s.stop.load(Ordering::Acquire) {
+        let seen = s.wake.feed_futex.load(Ordering::Acquire);
+        let done = s.wake.done.load(Ordering::Acquire);
+        let mut launched = s.launched.load(Ordering::Relaxed);
+        while launched < done + s.depth && !s.stop.load(Ordering::Acquire) {
+            let exec = s.execs[(launched % n) as usize] as sys::CUgraphExec;
+            // SAFETY: a live graph exec and stream of the arming (joined
+            // before either is destroyed); only this thread launches them.
+            let r = unsafe { sys::cuGraphLaunch(exec, s.stream as sys::CUstream) };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                s.error.store(r as i32, Ordering::Release);
+                return;
+            }
+            launched += 1;
+            s.launched.store(launched, Ordering::Release);
+        }
+        s.wake
+            .feed_at
+            .store(done + s.depth / 2 + 1, Ordering::Release);
+        if s.wake.done.load(Ordering::Acquire) >= done + s.depth / 2 + 1 {
+            continue;
+        }
+        let _ = futex_wait(&s.wake.feed_futex, seen, Duration::from_millis(200));
     }
 }
 
@@ -85,7 +216,9 @@ fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> Result<(), 
 
 /// GPU-triggered mode of one CUDA backend, once armed.
 pub(super) struct TriggerState {
-    // Field order is drop order: the graphs before the buffers they write.
+    // Field order is drop order: the feeder before the graphs it launches,
+    // the graphs before the buffers they write.
+    feeder: Option<Feeder>,
     graphs: Vec<CudaGraph>,
     /// Per slot an OutHeader and max_detections records, `out_stride` apart.
     outs: MappedHostBuffer,
@@ -99,6 +232,7 @@ pub(super) struct TriggerState {
     /// Per slot the frame's power map (n_cells floats).
     maps: MappedHostBuffer,
     wake: &'static WakeShared,
+    /// Graphs launched before the feeder (the warm-up).
     queued: u64,
     taken: u64,
     n_samples: usize,
@@ -182,7 +316,11 @@ impl TriggerState {
                 done: AtomicU64::new(0),
                 futex: AtomicU32::new(0),
                 wake_at: AtomicU64::new(u64::MAX),
+                feed_futex: AtomicU32::new(0),
+                feed_at: AtomicU64::new(u64::MAX),
+                stamps: (0..slots).map(|_| AtomicU64::new(0)).collect(),
             })),
+            feeder: None,
             queued: 0,
             taken: 0,
             n_samples: g.n_samples,
@@ -201,16 +339,22 @@ impl TriggerState {
                 alpha_tables: state.alpha.device_ptr(),
                 alpha_index: state.control.device_ptr_at(ALPHA_INDEX * 4)?,
                 map: state.maps.device_ptr_at(slot * n_cells * 4)?,
+                cancelling: state.control.device_ptr_at(CANCELLING * 4)?,
             })
         };
         // Every kernel once before any wait is queued (lazy loading).
         pipeline.warm_trigger_kernels(&targets(0)?)?;
-        let wake = HostWake {
-            func: Some(host_wake),
-            data: state.wake as *const WakeShared as *mut c_void,
-        };
+        state.control(CANCELLING).store(0, Ordering::Release);
         let mut graphs = Vec::with_capacity(slots);
         for slot in 0..slots {
+            let data: &'static SlotWake = Box::leak(Box::new(SlotWake {
+                shared: state.wake,
+                slot,
+            }));
+            let wake = HostWake {
+                func: Some(host_wake),
+                data: data as *const SlotWake as *mut c_void,
+            };
             graphs.push(pipeline.triggered_graph(&targets(slot)?, &ops, wake)?);
         }
         let mut state = TriggerState { graphs, ..state };
@@ -246,14 +390,38 @@ impl TriggerState {
         }
         state.wake.done.store(0, Ordering::Release);
         state.wake.futex.store(0, Ordering::Release);
+        state.wake.feed_futex.store(0, Ordering::Release);
         state.queued = 0;
         state.taken = 0;
-        // The frames to come land in the ring's slots in order.
-        for slot in 0..slots {
-            state.queue(slot)?;
+        // The frames to come land in the ring's slots in order: the feeder
+        // queues their graphs, 2 per slot ahead.
+        let depth = 2 * slots as u64;
+        state.feeder = Some(Feeder::start(FeedShared {
+            execs: state
+                .graphs
+                .iter()
+                .map(|g| g.cu_graph_exec() as usize)
+                .collect(),
+            stream: pipeline.cu_stream() as usize,
+            ctx: ctx.cu_ctx() as usize,
+            depth,
+            launched: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            error: AtomicI32::new(0),
+            wake: state.wake,
+        })?);
+        let t0 = Instant::now();
+        while state.launched() < depth {
+            if t0.elapsed() > Duration::from_secs(5) || state.feed_error().is_some() {
+                return Err(unusable(format!(
+                    "the feeder did not queue the first frames ({:?})",
+                    state.feed_error()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
         let line = format!(
-            "{} ({}), {}; self-test on the ring's status page: round trip {self_test_us:.1} us; {slots} slots x {chunks} chunk waits queued",
+            "{} ({}), {}; self-test on the ring's status page: round trip {self_test_us:.1} us; {slots} slots x {chunks} chunk waits, {depth} frames queued ahead by a feeder thread",
             ops.wait_symbol,
             ops.write_symbol,
             describe(&attrs)
@@ -345,14 +513,17 @@ impl TriggerState {
         Ok(())
     }
 
-    pub fn queue(&mut self, slot: usize) -> Result<(), DspError> {
-        let g = self.graphs.get(slot).ok_or_else(|| {
-            DspError::Backend(format!("GPU-triggered mode: slot {slot} has no graph"))
-        })?;
-        g.launch()
-            .map_err(cuda_err("graph launch (GPU-triggered slot)"))?;
-        self.queued += 1;
-        Ok(())
+    /// Graphs launched since arming (by the feeder).
+    pub fn launched(&self) -> u64 {
+        self.feeder.as_ref().map_or(self.queued, Feeder::launched)
+    }
+
+    /// The driver's error of a launch the feeder tried, if one failed.
+    pub fn feed_error(&self) -> Option<i32> {
+        self.feeder
+            .as_ref()
+            .map(|f| f.shared.error.load(Ordering::Acquire))
+            .filter(|&e| e != 0)
     }
 
     pub fn completed(&self) -> u64 {
@@ -360,7 +531,7 @@ impl TriggerState {
     }
 
     pub fn in_flight(&self) -> u64 {
-        self.queued - self.taken
+        self.launched() - self.taken
     }
 
     pub fn wait_completed(&self, target: u64, timeout: Duration) -> TriggerWait {
@@ -396,7 +567,7 @@ impl TriggerState {
         pipeline: &Pipeline,
         slot: usize,
         out: &mut Detections,
-    ) -> Result<Option<u64>, DspError> {
+    ) -> Result<Option<TriggerStamp>, DspError> {
         if slot >= self.graphs.len() {
             return Err(DspError::Backend(format!(
                 "GPU-triggered mode: slot {slot} has no graph"
@@ -406,7 +577,15 @@ impl TriggerState {
         if ready.load(Ordering::Acquire) != 1 {
             return Ok(None);
         }
-        let done_ns = self.record_done_ns(slot);
+        let stamp = TriggerStamp {
+            gpu_done_ns: self.record_done_ns(slot),
+            // The host node runs after the frame's last kernel; when the
+            // host sees `ready` before it did, the reading is the bound.
+            host_done_ns: match self.wake.stamps[slot].load(Ordering::Acquire) {
+                0 => monotonic_ns(),
+                t => t.min(monotonic_ns()),
+            },
+        };
         // SAFETY: the slot's own region of the outputs buffer, which the
         // GPU wrote before it set `ready` (Acquire above) and writes again
         // only for the slot's next frame, after the host released the slot.
@@ -418,8 +597,9 @@ impl TriggerState {
         };
         pipeline.read_detections_from(bytes, out)?;
         ready.store(0, Ordering::Release);
+        self.wake.stamps[slot].store(0, Ordering::Release);
         self.taken += 1;
-        Ok(Some(done_ns))
+        Ok(Some(stamp))
     }
 
     pub fn ready(&self, slot: usize) -> bool {
@@ -457,12 +637,22 @@ impl TriggerState {
         words: &dyn CompletionAccess,
         timeout: Duration,
     ) -> Result<u64, DspError> {
+        // Nothing is launched any more; everything launched must run out.
+        let launched = self.launched();
+        if let Some(f) = self.feeder.as_mut() {
+            f.stop();
+        }
+        self.queued = launched;
+        self.feeder = None;
         let slots = self.graphs.len() as u32;
+        // frame_done leaves the counts at a whole frame from now on, so a
+        // slot's every queued frame runs, not only the first.
+        self.control(CANCELLING).store(1, Ordering::Release);
         for slot in 0..slots.min(words.slots()) {
             words.satisfy(slot);
         }
-        let flushed = self.queued - self.completed().min(self.queued);
-        match self.wait_completed(self.queued, timeout) {
+        let flushed = launched - self.completed().min(launched);
+        match self.wait_completed(launched, timeout) {
             TriggerWait::Reached(_) => {}
             other => {
                 return Err(DspError::Backend(format!(
@@ -472,19 +662,27 @@ impl TriggerState {
             }
         }
         pipeline.synchronize()?;
+        self.control(CANCELLING).store(0, Ordering::Release);
         for slot in 0..slots {
             self.record_ready(slot as usize).store(0, Ordering::Relaxed);
             if slot < words.slots() {
                 words.reset(slot);
             }
         }
-        self.taken = self.queued;
+        self.taken = launched;
         Ok(flushed)
     }
 
     /// Whether queued work may still run (a cancel did not drain it).
     pub fn busy(&self) -> bool {
-        self.completed() < self.queued
+        self.completed() < self.launched()
+    }
+
+    /// Stops the feeder without joining (the leak path of a failed cancel).
+    pub fn stop_feeding(&self) {
+        if let Some(f) = &self.feeder {
+            f.shared.stop.store(true, Ordering::Release);
+        }
     }
 }
 

@@ -43,6 +43,7 @@
 //! [loop]
 //! policy = "process-all"    # process-all | skip-to-newest
 //! power_map_every = 125     # publish a 64x64 power map every N frames; 0 = never
+//! frames_per_wake = 1       # GPU-triggered: one wake-up per N frames (N <= slots / 2)
 //!
 //! [health]
 //! good_frames = 1000        # consecutive good frames before the verdict
@@ -208,6 +209,12 @@ pub enum LoopPolicy {
 pub struct LoopConfig {
     pub policy: LoopPolicy,
     pub power_map_every: u32,
+    /// GPU-triggered mode: the loop sleeps until this many frames are done
+    /// (one wake-up for them all); at most half the ring's slots, so the
+    /// source has free slots while the loop sleeps. Their detections are
+    /// ready as soon as the GPU is done (deadlines are judged by that); the
+    /// sinks get them when the loop wakes.
+    pub frames_per_wake: u32,
 }
 
 impl Default for LoopConfig {
@@ -215,6 +222,7 @@ impl Default for LoopConfig {
         LoopConfig {
             policy: LoopPolicy::ProcessAll,
             power_map_every: 125,
+            frames_per_wake: 1,
         }
     }
 }
@@ -382,6 +390,17 @@ impl RadardConfig {
             return Err(ConfigError::Invalid {
                 key: "source.slots",
                 reason: format!("{} is more than the 64 slots a ring may have", s.slots),
+            });
+        }
+        let k = self.frame_loop.frames_per_wake;
+        if k == 0 || 2 * k > s.slots {
+            return Err(ConfigError::Invalid {
+                key: "loop.frames_per_wake",
+                reason: format!(
+                    "{k} is not in 1..={} (at most half of source.slots = {}: the source fills the other slots while the loop sleeps)",
+                    s.slots / 2,
+                    s.slots
+                ),
             });
         }
         if s.event_timeout_ms == 0 {

@@ -2,12 +2,13 @@
 //! -> release the slot -> account. In chunk-streamed mode the chunk events
 //! before a frame's event hand each landed chunk to the backend, which starts
 //! that chunk's work without waiting for it. In GPU-triggered mode the GPU
-//! waits for each chunk itself: the loop sleeps until the backend's work for
-//! the next frame has finished (its one wait a frame), takes the frame's
-//! event (queued since its last chunk landed), reads the detections the GPU
-//! left in host memory, publishes, releases the slot and queues the slot's
-//! work again. After warm-up it allocates nothing, takes no lock, and makes
-//! no system call but the frame wait (`tests/hot_loop_alloc.rs` checks the
+//! waits for each chunk itself (the backend keeps the next frames' work
+//! queued): the loop sleeps until the backend's work for the next
+//! `frames_per_wake` frames has finished (its one wait), then for each of
+//! them takes the frame's event (queued since its last chunk landed), reads
+//! the detections the GPU left in host memory, publishes and releases the
+//! slot. After warm-up it allocates nothing, takes no lock, and makes no
+//! system call but the frame wait (`tests/hot_loop_alloc.rs` checks the
 //! allocation part).
 //!
 //! `context` is what the loop works with besides the source and the
@@ -70,6 +71,9 @@ pub struct LoopOptions {
     /// How long a wait for a frame may take before it counts as a source
     /// timeout (the source's event timeout).
     pub event_timeout: Duration,
+    /// GPU-triggered mode: the loop sleeps until this many frames are done
+    /// (`[loop] frames_per_wake`).
+    pub frames_per_wake: u32,
     /// What to do when falling behind.
     pub policy: LoopPolicy,
     /// Publish a power map every N processed frames (0 = never).
@@ -91,6 +95,7 @@ impl LoopOptions {
             chunk_streaming: false,
             gpu_triggered: false,
             event_timeout: Duration::from_secs(1),
+            frames_per_wake: 1,
             policy: LoopPolicy::ProcessAll,
             power_map_every: 0,
             backend_error_every: 0,
@@ -174,10 +179,12 @@ fn next_frame<'s, 'b>(
     }
 }
 
-/// GPU-triggered mode's frame wait: sleeps until the backend's work for the
-/// `taken`-th frame since arming (counted from 0) has finished, then takes
-/// that frame's event, which the source queued when its last chunk landed,
-/// before the GPU finished. No frame finished within the event timeout:
+/// GPU-triggered mode's frame wait: unless the backend's work for the
+/// `taken`-th frame since arming (counted from 0) has finished already,
+/// sleeps until that of `frames_per_wake` more frames has (or the timeout
+/// ends a shorter batch); then takes the frame's event, which the source
+/// queued when its last chunk landed, before the GPU finished. No frame
+/// finished within the event timeout:
 /// the source is looked at without waiting (a stall is a timeout, a
 /// revocation or an engine fault an error); a frame whose event came but
 /// whose work did not finish in another timeout is an error (the GPU or its
@@ -198,7 +205,16 @@ fn next_triggered_frame<'s, 'b>(
     let asked = monotonic_ns();
     let finished = {
         let t = backend.triggered().ok_or_else(stuck)?;
-        t.wait_completed(taken + 1, opts.event_timeout)
+        if t.completed() > taken {
+            TriggerWait::Reached(t.completed())
+        } else {
+            let batch = u64::from(opts.frames_per_wake.max(1));
+            match t.wait_completed(taken + batch, opts.event_timeout) {
+                // A batch the source cut short: its frames are done.
+                TriggerWait::Timeout if t.completed() > taken => TriggerWait::Reached(t.completed()),
+                w => w,
+            }
+        }
     };
     let (mut wait, probe) = match finished {
         TriggerWait::Reached(_) => (opts.event_timeout, false),
@@ -369,7 +385,7 @@ pub fn run(
             triggered_taken += 1;
             match backend.as_deref_mut().and_then(|b| b.triggered()) {
                 Some(t) => match t.take(meta.slot as usize, dets) {
-                    Ok(Some(_)) => Ok(()),
+                    Ok(Some(stamp)) => Ok(stamp),
                     Ok(None) => {
                         // The GPU finished a frame, and the frame that came
                         // is another slot's: the ring's order is broken.
@@ -383,7 +399,7 @@ pub fn run(
                 None => Err(()),
             }
         } else {
-            Ok(())
+            Ok(radar_dsp::TriggerStamp::default())
         };
         let mut line = FrameLine {
             sequence_break: !sequence_ok,
@@ -439,7 +455,7 @@ pub fn run(
                             dets.clear();
                             Err(())
                         } else if opts.gpu_triggered {
-                            triggered_result
+                            triggered_result.map(|_| ())
                         } else {
                             b.process(input, dets).map_err(|_| ())
                         };
@@ -470,11 +486,32 @@ pub fn run(
                 }
             }
         }
+        // GPU-triggered: a frame's map is in the slot's buffer until the
+        // slot's next frame; read now, before the slot goes back.
+        let map_due = processed
+            && opts.power_map_every > 0
+            && opts.content.is_radar()
+            && (snap.frames_processed + 1) % u64::from(opts.power_map_every) == 0;
+        let triggered_map = map_due
+            && opts.gpu_triggered
+            && backend
+                .as_deref_mut()
+                .and_then(|b| b.triggered())
+                .is_some_and(|t| t.take_power_map(meta.slot as usize, ctx.power_raw));
         frame.release()?;
 
-        let finished = monotonic_ns();
+        let now = monotonic_ns();
+        // GPU-triggered: done when the detections were in host memory (the
+        // backend's stamp), however long the loop slept on; counted from
+        // the end of the capture (the loop sees the frame only after).
+        let (finished, processing) = match (opts.gpu_triggered, triggered_result) {
+            (true, Ok(stamp)) if stamp.host_done_ns > 0 => {
+                let done = stamp.host_done_ns.min(now);
+                (done, done.saturating_sub(captured + period_ns))
+            }
+            _ => (now, now.saturating_sub(t_event)),
+        };
         let latency = finished.saturating_sub(captured);
-        let processing = finished.saturating_sub(t_event);
         if processed {
             snap.frames_processed += 1;
             if snap.frames_processed == 1 {
@@ -553,14 +590,10 @@ pub fn run(
                     }
                 }
             }
-            let map_due = opts.power_map_every > 0
-                && opts.content.is_radar()
-                && snap.frames_processed % u64::from(opts.power_map_every) == 0;
             if map_due
                 && let Some(b) = backend.as_deref_mut()
                 && if opts.gpu_triggered {
-                    b.triggered()
-                        .is_some_and(|t| t.take_power_map(meta.slot as usize, ctx.power_raw))
+                    triggered_map
                 } else {
                     b.power_map(ctx.power_raw).is_ok()
                 }
@@ -584,15 +617,6 @@ pub fn run(
             }
         } else {
             line.latency_ns = processing;
-        }
-        if opts.gpu_triggered
-            && let Some(t) = backend.as_deref_mut().and_then(|b| b.triggered())
-        {
-            // The slot went back to the source at the end of its queue;
-            // frames land in release order, so the slot's work goes to the
-            // end of the GPU's queue (after its map was read above; its
-            // waits see a chunk that already landed).
-            t.queue(meta.slot as usize)?;
         }
         rate_frames += u64::from(processed);
         if finished - rate_start >= 1_000_000_000 {

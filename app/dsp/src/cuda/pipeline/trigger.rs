@@ -8,7 +8,8 @@
 //! the tail (Doppler .. refine_output, the selection over the cap included)
 //!               into the slot's own output buffer
 //! map_export    the power map, to the slot's buffer in host memory
-//! frame_done    count := 0 (the consumer's reset), stamp, ready := 1
+//! frame_done    count := 0 (the consumer's reset; not while the host
+//!               cancels), stamp, ready := 1
 //! host node     wakes the host thread (HostWake)
 //! ```
 
@@ -40,6 +41,8 @@ pub(in crate::cuda) struct TriggerTargets {
     pub alpha_index: u64,
     /// The slot's copy of the power map.
     pub map: u64,
+    /// The host's "cancelling" word (frame_done leaves the count be).
+    pub cancelling: u64,
 }
 
 /// The host function at the end of every slot's graph, and its argument.
@@ -114,7 +117,7 @@ impl Pipeline {
                 &self.kernels.frame_done,
                 (1, 1),
                 1,
-                &[t.count, t.record, u64::from(t.slot)],
+                &[t.count, t.record, u64::from(t.slot), t.cancelling],
                 false,
             )?;
             // SAFETY: our stream, being captured (a host node); `wake.func`
@@ -144,7 +147,7 @@ impl Pipeline {
             &self.kernels.frame_done,
             (1, 1),
             1,
-            &[t.count, t.record, u64::from(t.slot)],
+            &[t.count, t.record, u64::from(t.slot), t.cancelling],
             false,
         )?;
         self.launch_map_export(t)?;
@@ -162,6 +165,12 @@ impl Pipeline {
             &[self.bufs.pmap.ptr(), t.map],
             false,
         )
+    }
+
+    /// The stream the chain runs on (GPU-triggered mode's feeder launches
+    /// the slots' graphs on it).
+    pub fn cu_stream(&self) -> sys::CUstream {
+        self.stream.cu_stream()
     }
 
     pub fn context(&self) -> &std::sync::Arc<cudarc::driver::CudaContext> {
