@@ -7,7 +7,6 @@
 //! one is missing, so [`probe`] checks all three before the first cudarc
 //! call; every failure after that is a [`DspError`], never a panic.
 
-mod fft;
 #[cfg(feature = "instrument")]
 mod instrument;
 mod options;
@@ -58,8 +57,9 @@ impl std::fmt::Display for DeviceInfo {
     }
 }
 
-/// The libraries the backend loads: the driver, NVRTC and cuFFT.
-const LIBRARIES: [Library; 3] = [Library::Driver, Library::Nvrtc, Library::Cufft];
+/// The libraries the backend loads: the driver and NVRTC (the FFTs are
+/// kernels of its own).
+const LIBRARIES: [Library; 2] = [Library::Driver, Library::Nvrtc];
 
 /// Whether the CUDA backend can run here: the three libraries load, the
 /// driver initialises and device 0 exists. The error says why not.
@@ -609,8 +609,8 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{name} sm_{}{}: {e}", cc.0, cc.1));
                 let text = ptx.to_src();
                 for k in [
-                    "convert_window",
-                    "power_map",
+                    "range_fft",
+                    "doppler_power",
                     "cfar_peaks",
                     "select_overflow",
                     "refine_output",

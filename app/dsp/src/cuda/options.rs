@@ -7,26 +7,16 @@ use crate::error::DspError;
 /// CFAR tile per block (cells, one thread each), Doppler x range, unless
 /// CudaOptions::cfar_tile says otherwise.
 const CFAR_TILE: (usize, usize) = (16, 32);
-/// Pairs of samples per thread of convert_window (CONVERT_UNROLL),
-/// unless CudaOptions::convert_unroll says otherwise.
-const CONVERT_UNROLL: usize = 4;
-/// Lanes that share one power_map item (POWER_SPLIT), unless
-/// CudaOptions::power_split says otherwise.
-const POWER_SPLIT: usize = 2;
 
 /// Launch-shape choices baked into the kernels as #defines.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct KernelShape {
     pub cfar_tile: (usize, usize),
-    pub convert_unroll: usize,
-    pub power_split: usize,
 }
 
 impl KernelShape {
     pub const DEFAULT: KernelShape = KernelShape {
         cfar_tile: CFAR_TILE,
-        convert_unroll: CONVERT_UNROLL,
-        power_split: POWER_SPLIT,
     };
 }
 
@@ -99,10 +89,6 @@ pub struct CudaOptions {
     /// CFAR tile (Doppler rows, range bins), one thread a cell: at most
     /// 1024 cells.
     pub cfar_tile: (usize, usize),
-    /// Pairs of samples each thread of convert_window converts.
-    pub convert_unroll: usize,
-    /// Lanes summing the channels of one pair of power-map cells.
-    pub power_split: usize,
     /// How the host waits for the GPU.
     pub wait: GpuWait,
 }
@@ -113,8 +99,6 @@ impl Default for CudaOptions {
             pdl: None,
             select: SelectAt::HostFallback,
             cfar_tile: KernelShape::DEFAULT.cfar_tile,
-            convert_unroll: KernelShape::DEFAULT.convert_unroll,
-            power_split: KernelShape::DEFAULT.power_split,
             wait: GpuWait::default(),
         }
     }
@@ -122,8 +106,7 @@ impl Default for CudaOptions {
 
 impl CudaOptions {
     /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
-    /// `select=kernel|host`, `cfar=DxR`, `unroll=N`, `split=N`,
-    /// `wait=spin|yield|block`).
+    /// `select=kernel|host`, `cfar=DxR`, `wait=spin|yield|block`).
     pub fn parse(text: &str) -> Result<Self, DspError> {
         let mut o = CudaOptions::default();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -131,7 +114,7 @@ impl CudaOptions {
                 DspError::config(
                     "cuda options",
                     format!(
-                        "cannot use {item:?} (pdl=on|off|auto, select=kernel|host, cfar=DxR, unroll=1|2|4|8, split=1|2|4|8|16, wait=spin|yield|block)"
+                        "cannot use {item:?} (pdl=on|off|auto, select=kernel|host, cfar=DxR, wait=spin|yield|block)"
                     ),
                 )
             };
@@ -148,8 +131,6 @@ impl CudaOptions {
                     let r: usize = r.parse().map_err(|_| bad())?;
                     o.cfar_tile = (d, r);
                 }
-                ("split", n) => o.power_split = n.parse().map_err(|_| bad())?,
-                ("unroll", n) => o.convert_unroll = n.parse().map_err(|_| bad())?,
                 ("wait", w) => {
                     o.wait = <GpuWait as clap::ValueEnum>::from_str(w, false).map_err(|_| bad())?
                 }
@@ -169,18 +150,6 @@ impl CudaOptions {
                 format!("a {d}x{r} tile: one thread a cell, whole warps, at most 1024"),
             ));
         }
-        if !matches!(self.convert_unroll, 1 | 2 | 4 | 8) {
-            return Err(DspError::config(
-                "cuda options unroll",
-                format!("{} (1, 2, 4 or 8)", self.convert_unroll),
-            ));
-        }
-        if !matches!(self.power_split, 1 | 2 | 4 | 8 | 16) {
-            return Err(DspError::config(
-                "cuda options split",
-                format!("{} (1, 2, 4, 8 or 16)", self.power_split),
-            ));
-        }
         Ok(())
     }
 }
@@ -193,13 +162,12 @@ mod tests {
     /// take is an error naming the option, never a panic later.
     #[test]
     fn options_parse_and_validate() {
-        let o = CudaOptions::parse("pdl=off, select=kernel,cfar=32x16,unroll=2,split=4,wait=block")
+        let o = CudaOptions::parse("pdl=off, select=kernel,cfar=32x16,wait=block")
             .expect("valid options");
         assert_eq!(o.wait, GpuWait::Block);
         assert_eq!(o.pdl, Some(false));
         assert_eq!(o.select, SelectAt::Kernel);
         assert_eq!(o.cfar_tile, (32, 16));
-        assert_eq!((o.convert_unroll, o.power_split), (2, 4));
         assert_eq!(
             CudaOptions::parse("").expect("empty"),
             CudaOptions::default()

@@ -57,7 +57,7 @@ impl Pipeline {
     /// chunk-streamed mode is set up for it, 1 for a frame of one chunk,
     /// None otherwise (more than MAX_STREAMED_CHUNKS chunks).
     pub fn triggered_chunks(&self) -> Option<usize> {
-        match (self.chunk_rows, self.cfg.geometry.chunks_per_frame) {
+        match (self.chunk_chirps, self.cfg.geometry.chunks_per_frame) {
             (Some(_), n) => Some(n),
             (None, 1) => Some(1),
             _ => None,
@@ -72,7 +72,7 @@ impl Pipeline {
         wake: HostWake,
     ) -> Result<CudaGraph, DspError> {
         let g = &self.cfg.geometry;
-        let all_rows = g.n_chirps() * g.n_rx;
+        let all = g.n_chirps();
         let chunks = self.triggered_chunks().ok_or_else(|| {
             DspError::CudaRequest(format!(
                 "GPU-triggered mode: {} chunks per frame (at most {})",
@@ -80,7 +80,7 @@ impl Pipeline {
                 super::MAX_STREAMED_CHUNKS
             ))
         })?;
-        let rows = self.chunk_rows.unwrap_or(all_rows);
+        let cc = self.chunk_chirps.unwrap_or(all);
         let stream = self.stream.cu_stream();
         self.capture_with(|| {
             for c in 0..chunks {
@@ -104,14 +104,14 @@ impl Pipeline {
                     )?;
                 }
                 let range = if chunks == 1 {
-                    0..all_rows
+                    0..all
                 } else {
-                    c * rows..(c + 1) * rows
+                    c * cc..(c + 1) * cc
                 };
                 self.enqueue_range(t.input, range, &mut NoMarks)?;
             }
             self.enqueue_tail(&mut NoMarks, t.out, true)?;
-            self.launch_map_export(t)?;
+            self.launch_map_export(t.map)?;
             self.launch(
                 "launch frame_done",
                 &self.kernels.frame_done,
@@ -150,21 +150,8 @@ impl Pipeline {
             &[t.count, t.record, u64::from(t.slot), t.cancelling],
             false,
         )?;
-        self.launch_map_export(t)?;
+        self.launch_map_export(t.map)?;
         self.synchronize()
-    }
-
-    fn launch_map_export(&self, t: &TriggerTargets) -> Result<(), DspError> {
-        let g = &self.cfg.geometry;
-        let pieces = g.n_loops * g.n_samples / 4;
-        self.launch(
-            "launch map_export",
-            &self.kernels.map_export,
-            (pieces.div_ceil(256 * 4).max(1) as u32, 1),
-            256,
-            &[self.bufs.pmap.ptr(), t.map],
-            false,
-        )
     }
 
     /// The stream the chain runs on (GPU-triggered mode's feeder launches
