@@ -66,8 +66,12 @@ radard_run() { # name, timeout, extra toml, radard args...
   return $rc
 }
 if want radard; then
-  radard_run trig-8ms 100 "" --trigger gpu --frames "${TRIG_FRAMES:-7500}" --chunk-period-us 500
+  # The CPU target's run: one wake-up per 4 frames, 8 slots.
+  radard_run trig-8ms 100 '[source]\nslots = 8\n[loop]\nframes_per_wake = 4\n' --trigger gpu --frames "${TRIG_FRAMES:-7500}" --chunk-period-us 500
   verdict "radard trig-8ms rc=$?"
+  # The unit's configuration: one wake-up a frame, 4 slots.
+  radard_run trig-k1 40 "" --trigger gpu --frames 2500 --chunk-period-us 500
+  verdict "radard trig-k1 rc=$?"
   radard_run cpu-8ms 40 "" --trigger cpu --frames 2500 --chunk-period-us 500
   verdict "radard cpu-8ms rc=$?"
 fi
@@ -135,7 +139,7 @@ def load(n):
     except (OSError, ValueError):
         return None
 print(f"{'radard run':<10} {'frames':>6} {'misses':>6} {'ledger':>6} {'timeouts':>8} {'lat p50':>8} {'p99.9':>7} {'loop CPU us':>11} {'triggered':>9} {'flushed':>7}  end")
-for n in ["trig-8ms", "cpu-8ms", "stall", "revoke", "sigterm"]:
+for n in ["trig-8ms", "trig-k1", "cpu-8ms", "stall", "revoke", "sigterm"]:
     s = load(f"radard-{n}.json")
     if not s:
         print(f"{n:<10} no summary"); continue
