@@ -172,6 +172,92 @@ __device__ __forceinline__ void fft_shared(float2 *a, const float2 *tw, u32 t, b
     }
 }
 
+// 256 points, the default geometry's range and Doppler FFTs, in registers:
+// 256 = 16 x 16. A group of 16 threads (t = 0 .. 15) takes one transform:
+// thread t holds x[16 n1 + t] (n1 = 0 .. 15), does a 16-point DFT over n1
+// in registers, multiplies by W256^(t k1), and the group exchanges the
+// values through shared memory once (a 16 x 17 padded square: no bank
+// conflicts); thread t then holds Y[k1 = t][n2] and its 16-point DFT over
+// n2 gives X[t + 16 k2], k2 = 0 .. 15. Two register passes, one exchange,
+// against four passes and eight barriers of fft_shared.
+__device__ __forceinline__ void dft4(float2 &a0, float2 &a1, float2 &a2, float2 &a3)
+{
+    const float2 s02 = make_float2(a0.x + a2.x, a0.y + a2.y);
+    const float2 d02 = make_float2(a0.x - a2.x, a0.y - a2.y);
+    const float2 s13 = make_float2(a1.x + a3.x, a1.y + a3.y);
+    const float2 d13 = make_float2(a1.x - a3.x, a1.y - a3.y);
+    a0 = make_float2(s02.x + s13.x, s02.y + s13.y);
+    a2 = make_float2(s02.x - s13.x, s02.y - s13.y);
+    a1 = make_float2(d02.x + d13.y, d02.y - d13.x);
+    a3 = make_float2(d02.x - d13.y, d02.y + d13.x);
+}
+
+// v[n] -> X[k] in place, forward, 16 points (16 = 4 x 4).
+__device__ __forceinline__ void dft16(float2 v[16])
+{
+    const float c1 = 0.92387953251128674f; // cos(pi/8)
+    const float s1 = 0.38268343236508978f; // sin(pi/8)
+    const float c2 = 0.70710678118654752f; // cos(pi/4)
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+        dft4(v[m], v[4 + m], v[8 + m], v[12 + m]);
+    }
+    // v[4q + m] *= W16^(m q): exponents 1, 2, 3 (q = 1), 2, 4, 6 (q = 2),
+    // 3, 6, 9 (q = 3).
+    const float2 w[10] = {
+        make_float2(1.0f, 0.0f), make_float2(c1, -s1), make_float2(c2, -c2),
+        make_float2(s1, -c1),    make_float2(0.0f, -1.0f), make_float2(-s1, -c1),
+        make_float2(-c2, -c2),   make_float2(-c1, -s1), make_float2(-1.0f, 0.0f),
+        make_float2(-c1, s1)};
+#pragma unroll
+    for (int q = 1; q < 4; ++q) {
+#pragma unroll
+        for (int m = 1; m < 4; ++m) {
+            v[4 * q + m] = cmul(v[4 * q + m], w[m * q]);
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        dft4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    }
+    // v[4q + s] is X[q + 4s]: transpose the 4 x 4 (compile-time indices).
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+#pragma unroll
+        for (int s = q + 1; s < 4; ++s) {
+            const float2 tmp = v[4 * q + s];
+            v[4 * q + s] = v[4 * s + q];
+            v[4 * s + q] = tmp;
+        }
+    }
+}
+
+// The 256-point transform of the group whose thread t holds v[n1] =
+// x[16 n1 + t]; `sq` is the group's 16 x 17 exchange square in shared
+// memory, `tw` the 256-point twiddles. Every thread of the block calls it
+// (one __syncthreads inside, and one after); threads not `active` leave
+// the square alone. On return v[k2] = X[t + 16 k2].
+__device__ __forceinline__ void fft256_regs(float2 v[16], float2 *sq, const float2 *tw, u32 t,
+                                            bool active)
+{
+    dft16(v);
+    if (active) {
+#pragma unroll
+        for (u32 k1 = 0; k1 < 16; ++k1) {
+            sq[k1 * 17 + t] = cmul(v[k1], tw[t * k1]);
+        }
+    }
+    __syncthreads();
+    if (active) {
+#pragma unroll
+        for (u32 n2 = 0; n2 < 16; ++n2) {
+            v[n2] = sq[t * 17 + n2];
+        }
+    }
+    __syncthreads();
+    dft16(v);
+}
+
 // --- Step 1 (and the Doppler window of step 3): range_fft ------------------
 // int16 I/Q to complex float, times the range window w_r[n] and the Doppler
 // window w_d[l], then the range FFT, then x[p][r][l]: one kernel, one read of
@@ -187,6 +273,86 @@ __device__ __forceinline__ void fft_shared(float2 *a, const float2 *tw, u32 t, b
 // bin's RANGE_ROWS values of l go to x as one contiguous run. Chirps
 // [chirp_begin, chirp_end) are transformed: the whole frame, or one DMA
 // chunk of it as it lands; rows outside are neither read nor written.
+#if N_SAMPLES == 256
+// The default geometry: 16 loops a block (each range bin's run of 16 loops
+// is a whole 128-byte line of x), 16 threads a row, the transform in
+// registers (fft256_regs). A row's 16 x 17 exchange square and its output
+// reuse the row's buffer (rows padded to 273 values: no bank conflicts
+// between the two rows of a warp).
+#define RANGE_ROWS 16
+#define RANGE_THREADS (16 * RANGE_ROWS)
+#define RANGE_ROW_STRIDE 273
+
+extern "C" __global__ void __launch_bounds__(RANGE_THREADS)
+range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
+          const float *__restrict__ w_range, const float *__restrict__ w_doppler,
+          const float2 *__restrict__ tw_range, u64 chirp_begin, u64 chirp_end)
+{
+    __shared__ float2 buf[RANGE_ROWS * RANGE_ROW_STRIDE];
+    __shared__ float2 tw[256];
+    const u32 p = blockIdx.y;
+    const u32 i = p / N_RX;
+    const u32 j = p % N_RX;
+    const u32 row = threadIdx.x / 16;
+    const u32 t = threadIdx.x % 16;
+    const u32 cb = (u32)chirp_begin, ce = (u32)chirp_end;
+    const u32 l_first = cb > i ? (cb - i + N_TX - 1) / N_TX : 0;
+    const u32 l_end = ce > i ? (ce - i + N_TX - 1) / N_TX : 0;
+    const u32 l0 = l_first + blockIdx.x * RANGE_ROWS;
+    const u32 l = l0 + row;
+    const bool active = l < l_end;
+    float2 *rb = buf + row * RANGE_ROW_STRIDE;
+    for (u32 k = threadIdx.x; k < 256; k += RANGE_THREADS) {
+        tw[k] = tw_range[k];
+    }
+    // The row (1 KiB, contiguous in the frame) converted and windowed into
+    // the row's buffer: 8 pairs of samples a thread, all loads first.
+    if (active) {
+        const u32 m = l * N_TX + i;
+        const uint2 *src = frame + ((size_t)(m * N_RX + j) * 256) / 2;
+        const float wd = w_doppler[l];
+        uint2 q[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            q[k] = src[t + 16 * k];
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const u32 n = 2 * (t + 16 * k);
+            const float2 wr = *(const float2 *)&w_range[n];
+            const float w0 = wr.x * wd;
+            const float w1 = wr.y * wd;
+            rb[n] = make_float2((float)(short)(q[k].x & 0xffffu) * w0,
+                                (float)(short)(q[k].x >> 16) * w0);
+            rb[n + 1] = make_float2((float)(short)(q[k].y & 0xffffu) * w1,
+                                    (float)(short)(q[k].y >> 16) * w1);
+        }
+    }
+    __syncthreads();
+    float2 v[16];
+#pragma unroll
+    for (int n1 = 0; n1 < 16; ++n1) {
+        v[n1] = rb[16 * n1 + t];
+    }
+    __syncthreads();
+    fft256_regs(v, rb, tw, t, true);
+    // X[t + 16 k2] back into the row's buffer, then out by range bin.
+#pragma unroll
+    for (int k2 = 0; k2 < 16; ++k2) {
+        rb[t + 16 * k2] = v[k2];
+    }
+    __syncthreads();
+    const u32 valid = l_end > l0 ? min((u32)RANGE_ROWS, l_end - l0) : 0u;
+    float2 *dst = x + (size_t)p * 256 * N_LOOPS + l0;
+    for (u32 e = threadIdx.x; e < 256 * RANGE_ROWS; e += RANGE_THREADS) {
+        const u32 r = e / RANGE_ROWS;
+        const u32 rr = e % RANGE_ROWS;
+        if (rr < valid) {
+            dst[(size_t)r * N_LOOPS + rr] = buf[rr * RANGE_ROW_STRIDE + r];
+        }
+    }
+}
+#else
 #define RANGE_T (N_SAMPLES / 4)
 #define RANGE_ROWS_MAX ((6000 / N_SAMPLES) < 8 ? (6000 / N_SAMPLES) : 8)
 #define RANGE_ROWS (RANGE_ROWS_MAX < 1 ? 1 : RANGE_ROWS_MAX)
@@ -251,6 +417,7 @@ range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
         }
     }
 }
+#endif
 
 // --- Steps 2 to 4: doppler_power -------------------------------------------
 // One block per range bin r: the columns x[p][r][0 .. N_LOOPS) of every
@@ -264,6 +431,91 @@ range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
 // It also starts the frame's candidate count: every frame's work passes
 // here exactly once, after the previous frame's tail and before cfar_peaks
 // counts.
+#if N_LOOPS == 256
+// The default geometry: 16 threads a column (fft256_regs), its 16 loads
+// straight from x (16 consecutive loops per load instruction: 128-byte
+// lines), N_VIRT columns at a time.
+#define DOPPLER_COLS (N_VIRT < 16 ? N_VIRT : 16)
+#define DOPPLER_THREADS_FFT (16 * DOPPLER_COLS)
+#define DOPPLER_THREADS (DOPPLER_THREADS_FFT > 256 ? DOPPLER_THREADS_FFT : 256)
+#define DOPPLER_COL_STRIDE 273
+
+extern "C" __global__ void __launch_bounds__(DOPPLER_THREADS)
+doppler_power(const float2 *x, float *__restrict__ pmap, u32 *__restrict__ state,
+              const float2 *__restrict__ tw_doppler, const float *__restrict__ w_clutter)
+{
+    __shared__ float2 buf[DOPPLER_COLS * DOPPLER_COL_STRIDE];
+    __shared__ float2 tw[256];
+    const u32 r = blockIdx.x;
+    const u32 col = threadIdx.x / 16;
+    const u32 t = threadIdx.x % 16;
+    float2 *cb = buf + (col < DOPPLER_COLS ? col : 0) * DOPPLER_COL_STRIDE;
+    for (u32 k = threadIdx.x; k < 256; k += DOPPLER_THREADS) {
+        tw[k] = tw_doppler[k];
+    }
+    pdl_wait();
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        state[0] = 0;
+    }
+    pdl_release_dependents();
+    double acc = 0.0; // P[d = threadIdx.x][r]
+    for (u32 p0 = 0; p0 < N_VIRT; p0 += DOPPLER_COLS) {
+        const u32 p = p0 + col;
+        const bool active = col < DOPPLER_COLS && p < N_VIRT;
+        float2 v[16];
+        const float2 *src = x + ((size_t)(active ? p : 0) * N_SAMPLES + r) * 256;
+        // x comes from the kernel ahead (L2 loads, not the read-only path).
+#pragma unroll
+        for (int n1 = 0; n1 < 16; ++n1) {
+            v[n1] = active ? __ldcg(&src[16 * n1 + t]) : make_float2(0.0f, 0.0f);
+        }
+#if CLUTTER
+        // The column's mean over l (double, over the group's 16 lanes),
+        // rounded to float, subtracted, then the window, in float.
+        {
+            double sr = 0.0, si = 0.0;
+#pragma unroll
+            for (int n1 = 0; n1 < 16; ++n1) {
+                sr += v[n1].x;
+                si += v[n1].y;
+            }
+#pragma unroll
+            for (u32 m = 1; m < 16; m <<= 1) {
+                sr += __shfl_xor_sync(0xffffffffu, sr, m);
+                si += __shfl_xor_sync(0xffffffffu, si, m);
+            }
+            const float mr = (float)(sr / 256.0), mi = (float)(si / 256.0);
+#pragma unroll
+            for (int n1 = 0; n1 < 16; ++n1) {
+                const float w = w_clutter[16 * n1 + t];
+                v[n1] = make_float2((v[n1].x - mr) * w, (v[n1].y - mi) * w);
+            }
+        }
+#endif
+        fft256_regs(v, cb, tw, t, active);
+        // X[t + 16 k2] of column p into its buffer; then P[d][r] for
+        // d = threadIdx.x, this pass's channels in order.
+        if (active) {
+#pragma unroll
+            for (int k2 = 0; k2 < 16; ++k2) {
+                cb[t + 16 * k2] = v[k2];
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x < 256) {
+            const u32 d = threadIdx.x;
+            for (u32 c = 0; c < DOPPLER_COLS && p0 + c < N_VIRT; ++c) {
+                const float2 y = buf[c * DOPPLER_COL_STRIDE + d];
+                acc += (double)y.x * (double)y.x + (double)y.y * (double)y.y;
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x < 256) {
+        pmap[(size_t)r * 256 + threadIdx.x] = (float)acc;
+    }
+}
+#else
 #define DOPPLER_T (N_LOOPS / 4)
 #define DOPPLER_COLS_MAX (1024 / DOPPLER_T)
 #define DOPPLER_COLS_SMEM (6144 / N_LOOPS)
@@ -368,6 +620,7 @@ doppler_power(const float2 *x, float *__restrict__ pmap, u32 *__restrict__ state
         pmap[(size_t)r * N_LOOPS + threadIdx.x] = (float)acc;
     }
 }
+#endif
 
 // Output order: ascending range bin, then Doppler bin.
 __device__ __forceinline__ u32 order_key(u32 cell)
@@ -718,6 +971,7 @@ __device__ __forceinline__ float norm_sqr(float2 z)
 #define ANGLE_PER_LANE ((ANGLE_N + 31) / 32)
 #define SNAP_PER_LANE ((N_LOOPS + 31) / 32)
 #define KEYS_PER_THREAD ((MAX_DET + REFINE_WARPS * 32 - 1) / (REFINE_WARPS * 32))
+#define SNAP_CH_PER_WARP ((N_VIRT + REFINE_WARPS - 1) / REFINE_WARPS)
 
 __device__ __forceinline__ float2 warp_sum(float2 v)
 {
@@ -729,6 +983,10 @@ __device__ __forceinline__ float2 warp_sum(float2 v)
     return v;
 }
 
+// One block per kept detection s (blocks past the kept count return at
+// once): the block's warps share the snapshot's channels (warp w takes
+// p = w, w + REFINE_WARPS, ...; every load issued before the first use),
+// then warp 0 does the rest.
 extern "C" __global__ void __launch_bounds__(REFINE_WARPS * 32)
 refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
               const u32 *__restrict__ keys, const float2 *x, const float2 *__restrict__ tdm,
@@ -739,6 +997,7 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
     __shared__ u32 s_keys[MAX_DET];
     __shared__ float2 s_tw[N_LOOPS];
     __shared__ float2 s_twa[ANGLE_N];
+    __shared__ float2 s_z[N_VIRT];
     // The constant tables before the wait.
     for (u32 k = threadIdx.x; k < N_LOOPS; k += REFINE_WARPS * 32) {
         s_tw[k] = tw_doppler[k];
@@ -750,27 +1009,9 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
     }
     pdl_wait();
     const u32 lane = threadIdx.x & 31u;
-    const u32 s = blockIdx.x * REFINE_WARPS + (threadIdx.x >> 5);
+    const u32 warp = threadIdx.x >> 5;
+    const u32 s = blockIdx.x;
     const u32 total = __ldcg(&state[0]);
-    // Every load before any use (a load and its store in one loop
-    // iteration would make the loads wait for each other).
-    u32 kv[KEYS_PER_THREAD];
-#pragma unroll
-    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
-        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
-        kv[j] = __ldcg(&keys[i < MAX_DET ? i : 0]);
-    }
-    const bool row = s < MAX_DET; // the same for the whole warp
-    const Candidate k = load_candidate(&cand[row ? s : 0]);
-#pragma unroll
-    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
-        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
-        if (i < MAX_DET) {
-            s_keys[i] = kv[j];
-        }
-    }
-    __syncthreads();
-
     const u32 n = min(total, (u32)N_CELLS);
     const u32 n_out = min(n, (u32)MAX_DET);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -782,35 +1023,38 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
         *out_header = h;
     }
     if (s >= n_out) {
-        return; // the whole warp
+        return; // the whole block
     }
-
-    const u32 key = order_key(k.cell);
-    u32 below = 0;
-    for (u32 i = lane; i < n_out; i += 32) {
-        below += s_keys[i] < key ? 1u : 0u;
-    }
-    const u32 place = __reduce_add_sync(0xffffffffu, below);
-
-    // The snapshot.
+    const Candidate k = load_candidate(&cand[s]);
     const u32 d = k.cell / N_SAMPLES;
     const u32 r = k.cell % N_SAMPLES;
-    float2 z[N_VIRT];
+    // This warp's channels of the snapshot: all loads first.
+    float2 v[SNAP_CH_PER_WARP][SNAP_PER_LANE];
 #pragma unroll
-    for (u32 p = 0; p < N_VIRT; ++p) {
-        const float2 *col = x + ((size_t)p * N_SAMPLES + r) * N_LOOPS;
-        float2 v[SNAP_PER_LANE];
+    for (u32 c = 0; c < SNAP_CH_PER_WARP; ++c) {
+        const u32 p = warp + c * REFINE_WARPS;
+        const float2 *col = x + ((size_t)(p < N_VIRT ? p : 0) * N_SAMPLES + r) * N_LOOPS;
 #pragma unroll
         for (u32 j = 0; j < SNAP_PER_LANE; ++j) {
             const u32 l = lane + 32 * j;
-            v[j] = l < N_LOOPS ? __ldcg(&col[l]) : make_float2(0.0f, 0.0f);
+            v[c][j] = l < N_LOOPS ? __ldcg(&col[l]) : make_float2(0.0f, 0.0f);
         }
+    }
+    u32 kv[KEYS_PER_THREAD];
+#pragma unroll
+    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
+        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
+        kv[j] = __ldcg(&keys[i < MAX_DET ? i : 0]);
+    }
+#pragma unroll
+    for (u32 c = 0; c < SNAP_CH_PER_WARP; ++c) {
+        const u32 p = warp + c * REFINE_WARPS;
 #if CLUTTER
         double sr = 0.0, si = 0.0;
 #pragma unroll
         for (u32 j = 0; j < SNAP_PER_LANE; ++j) {
-            sr += v[j].x;
-            si += v[j].y;
+            sr += v[c][j].x;
+            si += v[c][j].y;
         }
 #pragma unroll
         for (u32 m = 16; m > 0; m >>= 1) {
@@ -822,26 +1066,50 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
         for (u32 j = 0; j < SNAP_PER_LANE; ++j) {
             const u32 l = lane + 32 * j;
             const float w = l < N_LOOPS ? w_clutter[l] : 0.0f;
-            v[j] = make_float2((v[j].x - mr) * w, (v[j].y - mi) * w);
+            v[c][j] = make_float2((v[c][j].x - mr) * w, (v[c][j].y - mi) * w);
         }
 #endif
         float2 acc = make_float2(0.0f, 0.0f);
 #pragma unroll
         for (u32 j = 0; j < SNAP_PER_LANE; ++j) {
             const u32 l = lane + 32 * j;
-            const float2 t = cmul(v[j], s_tw[(l * d) & (N_LOOPS - 1)]);
+            const float2 t = cmul(v[c][j], s_tw[(l * d) & (N_LOOPS - 1)]);
             acc.x += t.x;
             acc.y += t.y;
         }
-        z[p] = warp_sum(acc);
+        acc = warp_sum(acc);
+        if (lane == 0 && p < N_VIRT) {
+            s_z[p] = acc;
+        }
     }
+#pragma unroll
+    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
+        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
+        if (i < MAX_DET) {
+            s_keys[i] = kv[j];
+        }
+    }
+    __syncthreads();
+    if (warp != 0) {
+        return;
+    }
+
+    const u32 key = order_key(k.cell);
+    u32 below = 0;
+    for (u32 i = lane; i < n_out; i += 32) {
+        below += s_keys[i] < key ? 1u : 0u;
+    }
+    const u32 place = __reduce_add_sync(0xffffffffu, below);
+
     // TDM compensation tdm[d][i] (the CPU's float32 phasor table, rounded
     // like the CPU's complex multiply: no FMA contraction) and (-1)^p.
+    float2 z[N_VIRT];
 #pragma unroll
     for (u32 p = 0; p < N_VIRT; ++p) {
+        const float2 zp = s_z[p];
         const float2 c = tdm[d * N_TX + p / N_RX];
-        float re = __fsub_rn(__fmul_rn(z[p].x, c.x), __fmul_rn(z[p].y, c.y));
-        float im = __fadd_rn(__fmul_rn(z[p].x, c.y), __fmul_rn(z[p].y, c.x));
+        float re = __fsub_rn(__fmul_rn(zp.x, c.x), __fmul_rn(zp.y, c.y));
+        float im = __fadd_rn(__fmul_rn(zp.x, c.y), __fmul_rn(zp.y, c.x));
         if (p & 1u) {
             re = -re;
             im = -im;

@@ -48,9 +48,27 @@ pub const MAX_STREAMED_CHUNKS: usize = 64;
 const MAX_SAMPLES: usize = 4096;
 const MAX_LOOPS: usize = 1024;
 
-/// Loops (rows) per block of range_fft, as RANGE_ROWS in kernels.cu.
-fn range_rows(n_samples: usize) -> usize {
-    (6000 / n_samples).clamp(1, 8)
+/// Loops (rows) per block of range_fft and its threads, as RANGE_ROWS and
+/// RANGE_THREADS in kernels.cu (256 samples: the register FFT, 16 threads
+/// a row; other sizes: the shared-memory one, N/4 threads a row).
+fn range_shape(n_samples: usize) -> (usize, usize) {
+    if n_samples == 256 {
+        (16, 256)
+    } else {
+        let rows = (6000 / n_samples).clamp(1, 8);
+        (rows, n_samples / 4 * rows)
+    }
+}
+
+/// Threads of a doppler_power block, as DOPPLER_THREADS in kernels.cu.
+fn doppler_threads(n_loops: usize, n_virtual: usize) -> usize {
+    if n_loops == 256 {
+        (16 * n_virtual.min(16)).max(256)
+    } else {
+        let t = n_loops / 4;
+        let cols = n_virtual.min(1024 / t).min(6144 / n_loops);
+        (cols * t).max(n_loops)
+    }
 }
 
 /// `exp(-2 pi i k / n)`, k < n, in float64 rounded to float32 (the FFT
@@ -521,14 +539,14 @@ impl Pipeline {
         // frame.
         marks.mark(&self.stream)?;
         let b = &self.bufs;
-        let rows = range_rows(g.n_samples);
+        let (rows, threads) = range_shape(g.n_samples);
         // Every TX has at most this many loops among the chirps.
         let loops = chirps.len().div_ceil(g.n_tx);
         self.launch(
             "launch range_fft",
             &self.kernels.range,
             (loops.div_ceil(rows) as u32, g.n_virtual() as u32),
-            (g.n_samples / 4 * rows) as u32,
+            threads as u32,
             &[
                 input,
                 b.x.ptr(),
@@ -561,13 +579,11 @@ impl Pipeline {
         let pdl = self.pdl;
         // Argument lists as in enqueue_range.
         marks.mark(s)?;
-        let t = g.n_loops / 4;
-        let cols = g.n_virtual().min(1024 / t).min(6144 / g.n_loops);
         self.launch(
             "launch doppler_power",
             &self.kernels.doppler,
             (g.n_samples as u32, 1),
-            (cols * t).max(g.n_loops) as u32,
+            doppler_threads(g.n_loops, g.n_virtual()) as u32,
             &[
                 b.x.ptr(),
                 b.pmap.ptr(),
@@ -629,10 +645,11 @@ impl Pipeline {
     fn launch_refine(&self, pdl: bool, out_hdr: u64) -> Result<(), DspError> {
         let b = &self.bufs;
         let out_det = out_hdr + std::mem::size_of::<OutHeader>() as u64;
+        // One block per kept detection (the rest return at once).
         self.launch(
             "launch refine_output",
             &self.kernels.refine,
-            (self.max_det.div_ceil(REFINE_WARPS) as u32, 1),
+            (self.max_det as u32, 1),
             (REFINE_WARPS * 32) as u32,
             &[
                 b.state.ptr(),
