@@ -153,6 +153,9 @@ if t:
     for c in t["cases"]:
         l = c["record_to_detections"]
         print(f"latency {c['name']:<30} p50 {l['p50_us']:.1f} p99 {l['p99_us']:.1f} p99.9 {l['p999_us']:.1f} max {l['max_us']:.1f} us ({c['frames']} frames, {c['deadline_misses']} late)")
+        w = c.get("gpu_work")
+        if w:
+            print(f"  of which the GPU's work                 p50 {w['p50_us']:.1f} p99 {w['p99_us']:.1f} p99.9 {w['p999_us']:.1f} max {w['max_us']:.1f} us")
 f = load("loop_floor.json")
 if f:
     for c in f["cases"]:

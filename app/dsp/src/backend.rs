@@ -145,6 +145,10 @@ pub enum TriggerWait {
 pub struct TriggerStamp {
     /// The GPU's clock (`%globaltimer`, ns) when its last kernel ended.
     pub gpu_done_ns: u64,
+    /// The same clock when the work of the frame's last chunk started
+    /// (its wait released): `gpu_done_ns - gpu_start_ns` is the GPU's part
+    /// of the frame's latency.
+    pub gpu_start_ns: u64,
     /// CLOCK_MONOTONIC when the host learned it (the host function at the
     /// end of the frame's work, or the host's reading of the flag when
     /// that came first): an upper bound of the moment on the host's clock.

@@ -286,8 +286,14 @@ __device__ __forceinline__ void fft256_regs(float2 v[16], float2 *sq, const floa
 extern "C" __global__ void __launch_bounds__(RANGE_THREADS)
 range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
           const float *__restrict__ w_range, const float *__restrict__ w_doppler,
-          const float2 *__restrict__ tw_range, u64 chirp_begin, u64 chirp_end)
+          const float2 *__restrict__ tw_range, u64 chirp_begin, u64 chirp_end, u64 *stamp)
 {
+    // GPU-triggered mode's last chunk: when the GPU started it.
+    if (stamp != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+        u64 t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        *(volatile u64 *)stamp = t;
+    }
     __shared__ float2 buf[RANGE_ROWS * RANGE_ROW_STRIDE];
     __shared__ float2 tw[256];
     const u32 p = blockIdx.y;
@@ -362,8 +368,14 @@ range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
 extern "C" __global__ void __launch_bounds__(RANGE_THREADS)
 range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
           const float *__restrict__ w_range, const float *__restrict__ w_doppler,
-          const float2 *__restrict__ tw_range, u64 chirp_begin, u64 chirp_end)
+          const float2 *__restrict__ tw_range, u64 chirp_begin, u64 chirp_end, u64 *stamp)
 {
+    // GPU-triggered mode's last chunk: when the GPU started it.
+    if (stamp != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+        u64 t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        *(volatile u64 *)stamp = t;
+    }
     // A row padded by one value: the write-out reads down columns.
     __shared__ float2 buf[RANGE_ROWS][N_SAMPLES + 1];
     __shared__ float2 tw[N_SAMPLES];
@@ -990,23 +1002,14 @@ __device__ __forceinline__ float2 warp_sum(float2 v)
 extern "C" __global__ void __launch_bounds__(REFINE_WARPS * 32)
 refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
               const u32 *__restrict__ keys, const float2 *x, const float2 *__restrict__ tdm,
-              const float2 *__restrict__ tw_doppler, const float *__restrict__ w_clutter,
-              OutHeader *out_header, GpuDetection *out_det, double range_bin_m,
-              double velocity_bin_mps)
+              const float2 *__restrict__ tw_doppler, const float2 *__restrict__ tw_angle,
+              const float *__restrict__ w_clutter, OutHeader *out_header, GpuDetection *out_det,
+              double range_bin_m, double velocity_bin_mps)
 {
     __shared__ u32 s_keys[MAX_DET];
     __shared__ float2 s_tw[N_LOOPS];
     __shared__ float2 s_twa[ANGLE_N];
     __shared__ float2 s_z[N_VIRT];
-    // The constant tables before the wait.
-    for (u32 k = threadIdx.x; k < N_LOOPS; k += REFINE_WARPS * 32) {
-        s_tw[k] = tw_doppler[k];
-    }
-    for (u32 k = threadIdx.x; k < ANGLE_N; k += REFINE_WARPS * 32) {
-        double sn, cs;
-        sincospi(-2.0 * (double)k / (double)ANGLE_N, &sn, &cs);
-        s_twa[k] = make_float2((float)cs, (float)sn);
-    }
     pdl_wait();
     const u32 lane = threadIdx.x & 31u;
     const u32 warp = threadIdx.x >> 5;
@@ -1025,6 +1028,13 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
     if (s >= n_out) {
         return; // the whole block
     }
+    for (u32 k = threadIdx.x; k < N_LOOPS; k += REFINE_WARPS * 32) {
+        s_tw[k] = tw_doppler[k];
+    }
+    for (u32 k = threadIdx.x; k < ANGLE_N; k += REFINE_WARPS * 32) {
+        s_twa[k] = tw_angle[k];
+    }
+    __syncthreads();
     const Candidate k = load_candidate(&cand[s]);
     const u32 d = k.cell / N_SAMPLES;
     const u32 r = k.cell % N_SAMPLES;
@@ -1246,7 +1256,8 @@ struct TriggerRecord {
     u32 ready;       // 1: the slot's detections are in its output buffer
     u32 slot;
     u64 gpu_done_ns; // %globaltimer when they were
-    u64 reserved[6];
+    u64 gpu_start_ns; // %globaltimer when the last chunk's work started
+    u64 reserved[5];
 };
 
 // After the frame's last kernel: the consumer's reset of the slot's

@@ -179,6 +179,7 @@ struct Buffers {
     w_doppler_clutter: DeviceMemory,
     tw_range: DeviceMemory,
     tw_doppler: DeviceMemory,
+    tw_angle: DeviceMemory,
     alpha: DeviceMemory,
     n_eff: DeviceMemory,
     tdm: DeviceMemory,
@@ -409,6 +410,7 @@ impl Pipeline {
             w_doppler_clutter: DeviceMemory::from_host(&ctx, w_clut)?,
             tw_range: DeviceMemory::from_host(&ctx, &twiddles(g.n_samples))?,
             tw_doppler: DeviceMemory::from_host(&ctx, &twiddles(g.n_loops))?,
+            tw_angle: DeviceMemory::from_host(&ctx, &twiddles(cfg.chain.angle_fft_size))?,
             alpha: DeviceMemory::from_host(&ctx, &cfar.alpha)?,
             n_eff: DeviceMemory::from_host(&ctx, &cfar.n_eff)?,
             tdm: DeviceMemory::from_host(&ctx, &tdm_table(cfg))?,
@@ -512,17 +514,19 @@ impl Pipeline {
     /// with `marks` between the stages.
     fn enqueue(&self, input: u64, marks: &mut impl StageMarks) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
-        self.enqueue_range(input, 0..g.n_chirps(), marks)?;
+        self.enqueue_range(input, 0..g.n_chirps(), 0, marks)?;
         self.enqueue_tail(marks, self.out.device_ptr(), self.select_at == SelectAt::Kernel)
     }
 
     /// Step 1 for chirps `chirps` of the frame at `input`: range_fft (the
     /// conversion, both windows and the range FFT) into x. The whole frame,
-    /// or the chirps of one DMA chunk.
+    /// or the chirps of one DMA chunk. `stamp`, when not 0, is the device
+    /// address of a u64 that gets the GPU's clock when the work starts.
     fn enqueue_range(
         &self,
         input: u64,
         chirps: std::ops::Range<usize>,
+        stamp: u64,
         marks: &mut impl StageMarks,
     ) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
@@ -555,6 +559,7 @@ impl Pipeline {
                 b.tw_range.ptr(),
                 chirps.start as u64,
                 chirps.end as u64,
+                stamp,
             ],
             false,
         )
@@ -658,6 +663,7 @@ impl Pipeline {
                 b.x.ptr(),
                 b.tdm.ptr(),
                 b.tw_doppler.ptr(),
+                b.tw_angle.ptr(),
                 b.w_doppler_clutter.ptr(),
                 out_hdr,
                 out_det,
@@ -782,12 +788,12 @@ impl Pipeline {
         let mut chunks = Vec::with_capacity(n - 1);
         for c in 0..n - 1 {
             chunks.push(self.capture_with(|| {
-                self.enqueue_range(input, c * cc..(c + 1) * cc, &mut NoMarks)
+                self.enqueue_range(input, c * cc..(c + 1) * cc, 0, &mut NoMarks)
             })?);
         }
         let last = (n - 1) * cc..n * cc;
         let finish = self.capture_with(|| {
-            self.enqueue_range(input, last, &mut NoMarks)?;
+            self.enqueue_range(input, last, 0, &mut NoMarks)?;
             self.enqueue_tail(
                 &mut NoMarks,
                 self.out.device_ptr(),

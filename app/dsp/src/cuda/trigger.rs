@@ -256,8 +256,9 @@ impl TriggerState {
         Self::word(&self.records, slot * RECORD_BYTES / 4)
     }
 
-    fn record_done_ns(&self, slot: usize) -> u64 {
-        let p = self.records.host_ptr() as usize + slot * RECORD_BYTES + 8;
+    /// A u64 of `slot`'s TriggerRecord: 8 gpu_done_ns, 16 gpu_start_ns.
+    fn record_u64(&self, slot: usize, offset: usize) -> u64 {
+        let p = self.records.host_ptr() as usize + slot * RECORD_BYTES + offset;
         // SAFETY: inside the records buffer, 8-byte aligned; written by the
         // GPU before it set `ready` (read after an Acquire load of it).
         unsafe { AtomicU64::from_ptr(p as *mut u64) }.load(Ordering::Relaxed)
@@ -578,7 +579,8 @@ impl TriggerState {
             return Ok(None);
         }
         let stamp = TriggerStamp {
-            gpu_done_ns: self.record_done_ns(slot),
+            gpu_done_ns: self.record_u64(slot, 8),
+            gpu_start_ns: self.record_u64(slot, 16),
             // The host node runs after the frame's last kernel; when the
             // host sees `ready` before it did, the reading is the bound.
             host_done_ns: match self.wake.stamps[slot].load(Ordering::Acquire) {

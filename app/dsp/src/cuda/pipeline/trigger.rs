@@ -7,9 +7,9 @@
 //!               [c == 0: alpha_sync]  convert_window + range FFT of chunk c
 //! the tail (Doppler .. refine_output, the selection over the cap included)
 //!               into the slot's own output buffer
-//! map_export    the power map, to the slot's buffer in host memory
 //! frame_done    count := 0 (the consumer's reset; not while the host
 //!               cancels), stamp, ready := 1
+//! map_export    the power map, to the slot's buffer in host memory
 //! host node     wakes the host thread (HostWake)
 //! ```
 
@@ -108,10 +108,11 @@ impl Pipeline {
                 } else {
                     c * cc..(c + 1) * cc
                 };
-                self.enqueue_range(t.input, range, &mut NoMarks)?;
+                // The last chunk's work stamps its start (TriggerRecord).
+                let stamp = if c + 1 == chunks { t.record + 16 } else { 0 };
+                self.enqueue_range(t.input, range, stamp, &mut NoMarks)?;
             }
             self.enqueue_tail(&mut NoMarks, t.out, true)?;
-            self.launch_map_export(t.map)?;
             self.launch(
                 "launch frame_done",
                 &self.kernels.frame_done,
@@ -120,6 +121,9 @@ impl Pipeline {
                 &[t.count, t.record, u64::from(t.slot), t.cancelling],
                 false,
             )?;
+            // After the ready flag (not in the frame's latency); before the
+            // host node, so a woken host finds the map.
+            self.launch_map_export(t.map)?;
             // SAFETY: our stream, being captured (a host node); `wake.func`
             // only touches what `wake.data` points to, which lives for the
             // program (CudaBackend leaks it), and makes no CUDA call.
