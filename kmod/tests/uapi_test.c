@@ -327,6 +327,10 @@ TEST_F_TIMEOUT(fpga, hostile_arguments, 120)
 	EXPECT_ERRNO(EINVAL, ioctl(self->fd, FPGA_P2P_IOC_REGISTER, &r));
 	r.direction = FPGA_P2P_DIR_H2C;		/* transmit: no chunks */
 	EXPECT_ERRNO(EINVAL, ioctl(self->fd, FPGA_P2P_IOC_REGISTER, &r));
+	r = capture_ring(mem, 1, SLOT_BYTES, 0);
+	r.direction = FPGA_P2P_DIR_H2C;
+	r.flags = FPGA_P2P_RING_COMPLETION;	/* completion records: capture only */
+	EXPECT_ERRNO(EINVAL, ioctl(self->fd, FPGA_P2P_IOC_REGISTER, &r));
 	r = capture_ring(mem, NR_SLOTS, SLOT_BYTES, CHUNK_BYTES);
 	r.addr = UINT64_MAX & ~(__u64)(FPGA_P2P_SLOT_ALIGN - 1);
 	EXPECT_ERRNO(EINVAL, ioctl(self->fd, FPGA_P2P_IOC_REGISTER, &r));

@@ -278,6 +278,28 @@ impl KmodSource {
 
     /// Same with an explicit device node.
     pub fn open_path(path: impl AsRef<Path>, ring: RingMemory, chunk_bytes: usize) -> Result<Self> {
+        Self::open_inner(path.as_ref(), ring, chunk_bytes, false)
+    }
+
+    /// As [`KmodSource::open`], and the ring's status page registered with
+    /// it when the card writes completion records
+    /// (`FPGA_P2P_CAP_COMPLETION`): then [`FrameSource::completion`] gives
+    /// them (GPU-triggered processing); on a card without them the ring is
+    /// registered as by `open` and `completion()` is `None`.
+    pub fn open_with_records(index: u32, ring: RingMemory, chunk_bytes: usize) -> Result<Self> {
+        Self::open_inner(&device_path(index), ring, chunk_bytes, true)
+    }
+
+    /// [`KmodSource::open_with_records`] with an explicit device node.
+    pub fn open_path_with_records(
+        path: impl AsRef<Path>,
+        ring: RingMemory,
+        chunk_bytes: usize,
+    ) -> Result<Self> {
+        Self::open_inner(path.as_ref(), ring, chunk_bytes, true)
+    }
+
+    fn open_inner(path: &Path, ring: RingMemory, chunk_bytes: usize, records: bool) -> Result<Self> {
         let dev = Device::open(path)?;
         let info = dev.check_version()?;
         if info.caps & FPGA_P2P_CAP_CAPTURE == 0 {
@@ -318,9 +340,10 @@ impl KmodSource {
         } else {
             ring.slot_bytes() / chunk_bytes
         };
-        // The status page goes with the ring when the card writes
-        // completion records (GPU-triggered processing).
-        let completion = info.caps & FPGA_P2P_CAP_COMPLETION != 0
+        // The status page goes with the ring when asked for and the card
+        // writes completion records (GPU-triggered processing).
+        let completion = records
+            && info.caps & FPGA_P2P_CAP_COMPLETION != 0
             && ring.completion_words(chunks as u32).is_some();
         let mut r = fpga_p2p_ring {
             addr: ring.base() as u64,
@@ -340,7 +363,17 @@ impl KmodSource {
         // only while the module has handed it over; the status page after
         // the slots (registered with the completion flag) is only touched
         // atomically (CompletionWords).
-        let handle = unsafe { dev.register(&mut r) }?;
+        let (handle, completion) = match unsafe { dev.register(&mut r) } {
+            Ok(h) => (h, completion),
+            // A DMA path that needs syncs (bounce buffering, caches the
+            // card does not snoop): no records, the ring as without them.
+            Err(e) if completion && e.errno() == Some(Errno::EOPNOTSUPP) => {
+                r.flags = 0;
+                // SAFETY: as above.
+                (unsafe { dev.register(&mut r) }?, false)
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Self {
             dev,
             info,

@@ -29,6 +29,7 @@ pub mod error;
 pub mod kmod;
 pub mod pattern;
 mod queue;
+pub mod record_check;
 pub mod ring;
 pub mod sim;
 pub mod source;

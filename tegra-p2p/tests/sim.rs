@@ -709,8 +709,7 @@ fn the_producer_takes_the_priority_asked_for() {
 /// before it releases the slot.
 #[test]
 fn completion_records_say_which_chunks_landed() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use tegra_p2p::record_check::RecordChecker;
     use tegra_p2p::uapi::FPGA_P2P_COMPLETION_MAGIC;
 
     const SLOTS: u32 = 4;
@@ -731,136 +730,58 @@ fn completion_records_say_which_chunks_landed() {
             assert_eq!(words.landed(slot), 0, "a fresh ring's records are zero");
         }
     }
-    // What the checker verified per slot: sequence << 8 | chunks.
-    let verified: Arc<Vec<AtomicU64>> = Arc::new((0..SLOTS).map(|_| AtomicU64::new(0)).collect());
-    let failures = Arc::new(AtomicU64::new(0));
-    // Per slot, the last frame with a chunk of zeros (a short frame's
-    // padding: only a SHORT frame may have one).
-    let padded: Arc<Vec<AtomicU64>> =
-        Arc::new((0..SLOTS).map(|_| AtomicU64::new(u64::MAX)).collect());
-    let checked_chunks = Arc::new(AtomicU64::new(0));
-    let done = Arc::new(AtomicBool::new(false));
-    let base = s.ring().base() as usize;
-    let status = s.ring().status_ptr() as usize;
+    // SAFETY: the checker is stopped before the source (and its ring) is
+    // dropped; each slot is released only after its frame was checked.
+    let mut checker = unsafe { RecordChecker::start(s.ring(), CHUNK) };
     s.start(&StartParams::test_pattern().with_chunk_period(Duration::from_micros(100)))
         .unwrap();
     let words = s.completion().expect("completion records");
-    std::thread::scope(|scope| {
-        let (verified2, failures2, checked2, done2, padded2) = (
-            verified.clone(),
-            failures.clone(),
-            checked_chunks.clone(),
-            done.clone(),
-            padded.clone(),
-        );
-        scope.spawn(move || {
-            // The checker reads the ring's memory as a GPU would: the
-            // record's count, then the chunk's bytes.
-            let ring_words = |slot: u32| {
-                // SAFETY: the status page lives as long as the source
-                // (the scope ends before it is dropped); only atomics.
-                unsafe { &*((status + slot as usize * 32) as *const std::sync::atomic::AtomicU32) }
-            };
-            let field = |slot: u32, off: usize| {
-                // SAFETY: as above.
-                unsafe { &*((status + slot as usize * 32 + off) as *const AtomicU64) }
-            };
-            let mut cur = [(u64::MAX, 0u32); SLOTS as usize];
-            while !done2.load(Ordering::Relaxed) {
-                for slot in 0..SLOTS {
-                    let n = ring_words(slot).load(Ordering::Acquire);
-                    if n == 0 {
-                        continue;
-                    }
-                    let seq = field(slot, 8).load(Ordering::Relaxed);
-                    let (cseq, cdone) = &mut cur[slot as usize];
-                    if *cseq != seq {
-                        *cseq = seq;
-                        *cdone = 0;
-                    }
-                    while *cdone < n.min(CHUNKS) {
-                        let c = *cdone as usize;
-                        let off = base + slot as usize * SLOT + c * CHUNK;
-                        // SAFETY: inside the ring; the producer wrote it
-                        // before the record said so and does not write it
-                        // again before the consumer releases the slot,
-                        // which waits for this check.
-                        let bytes = unsafe { std::slice::from_raw_parts(off as *const u8, CHUNK) };
-                        let result = verify_chunk(bytes, seq, c, CHUNK);
-                        std::sync::atomic::fence(Ordering::Acquire);
-                        let still = ring_words(slot).load(Ordering::Relaxed) > c as u32
-                            && field(slot, 8).load(Ordering::Relaxed) == seq;
-                        if !still {
-                            break; // reset and refilled meanwhile: look again
-                        }
-                        if result.is_err() && bytes.iter().all(|&b| b == 0) {
-                            padded2[slot as usize].store(seq, Ordering::Release);
-                        } else if let Err(m) = result {
-                            eprintln!("slot {slot} frame {seq}: chunk {c} not there: {m:?}");
-                            failures2.fetch_add(1, Ordering::Relaxed);
-                        }
-                        *cdone += 1;
-                        checked2.fetch_add(1, Ordering::Relaxed);
-                        verified2[slot as usize]
-                            .store(seq << 8 | u64::from(*cdone), Ordering::Release);
-                    }
-                }
-            }
-        });
-        let mut frames = 0u64;
-        let mut dropped = 0u64;
-        let mut shorts = 0u64;
-        let end = loop {
-            let f = match s.next_frame(Some(Duration::from_secs(5))) {
-                Ok(f) => f,
-                Err(e) => break e,
-            };
-            frames += 1;
-            dropped += u64::from(f.dropped_before());
-            let slot = f.slot();
-            let rec = words.snapshot(slot);
-            assert_eq!(rec.magic, FPGA_P2P_COMPLETION_MAGIC);
-            assert_eq!(rec.sequence, f.sequence(), "the record is the frame's");
-            assert_eq!(rec.chunks, CHUNKS, "every chunk counted, short frames too");
-            assert_eq!(rec.chunk, CHUNKS - 1);
-            // The checker saw every chunk of the frame before the release.
-            let want = f.sequence() << 8 | u64::from(CHUNKS);
-            let t0 = Instant::now();
-            while verified[slot as usize].load(Ordering::Acquire) != want {
-                assert!(t0.elapsed() < Duration::from_secs(5), "checker stuck");
-                std::hint::spin_loop();
-            }
-            if f.flags() & FPGA_P2P_EVF_SHORT == 0 {
-                verify_test_pattern(f.data(), f.sequence(), CHUNK).unwrap();
-                assert_ne!(
-                    padded[slot as usize].load(Ordering::Acquire),
-                    f.sequence(),
-                    "zeros in a whole frame"
-                );
-            } else {
-                shorts += 1;
-            }
-            // A slow consumer now and then: the source drops frames.
-            if frames % 13 == 0 {
-                std::thread::sleep(Duration::from_millis(3));
-            }
-            words.reset(slot);
-            f.release().unwrap();
+    let mut frames = 0u64;
+    let mut dropped = 0u64;
+    let mut shorts = 0u64;
+    let end = loop {
+        let f = match s.next_frame(Some(Duration::from_secs(5))) {
+            Ok(f) => f,
+            Err(e) => break e,
         };
-        assert!(matches!(end, Error::Revoked { .. }), "{end}");
-        // After the revocation nothing is written any more.
-        let before: Vec<_> = (0..SLOTS).map(|s| words.snapshot(s)).collect();
-        std::thread::sleep(Duration::from_millis(20));
-        let after: Vec<_> = (0..SLOTS).map(|s| words.snapshot(s)).collect();
-        assert_eq!(before, after, "records written after the revocation");
-        done.store(true, Ordering::Relaxed);
-        assert!(frames > 100, "{frames} frames");
-        assert!(dropped > 0, "no drops");
-        assert!(shorts > 0, "no short frames");
-        assert_eq!(failures.load(Ordering::Relaxed), 0, "chunks missing");
-        println!(
-            "completion records: {frames} frames ({shorts} short), {dropped} dropped, {} chunks checked when their records said so",
-            checked_chunks.load(Ordering::Relaxed)
-        );
-    });
+        frames += 1;
+        dropped += u64::from(f.dropped_before());
+        let slot = f.slot();
+        let rec = words.snapshot(slot);
+        assert_eq!(rec.magic, FPGA_P2P_COMPLETION_MAGIC);
+        assert_eq!(rec.sequence, f.sequence(), "the record is the frame's");
+        assert_eq!(rec.chunks, CHUNKS, "every chunk counted, short frames too");
+        assert_eq!(rec.chunk, CHUNKS - 1);
+        // The checker saw every chunk of the frame before the release.
+        checker
+            .wait_verified(slot, f.sequence(), Duration::from_secs(5))
+            .unwrap();
+        if f.flags() & FPGA_P2P_EVF_SHORT == 0 {
+            verify_test_pattern(f.data(), f.sequence(), CHUNK).unwrap();
+            assert!(!checker.padded(slot, f.sequence()), "zeros in a whole frame");
+        } else {
+            shorts += 1;
+        }
+        // A slow consumer now and then: the source drops frames.
+        if frames % 13 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        words.reset(slot);
+        f.release().unwrap();
+    };
+    assert!(matches!(end, Error::Revoked { .. }), "{end}");
+    // After the revocation nothing is written any more.
+    let before: Vec<_> = (0..SLOTS).map(|s| words.snapshot(s)).collect();
+    std::thread::sleep(Duration::from_millis(20));
+    let after: Vec<_> = (0..SLOTS).map(|s| words.snapshot(s)).collect();
+    assert_eq!(before, after, "records written after the revocation");
+    checker.stop();
+    assert!(frames > 100, "{frames} frames");
+    assert!(dropped > 0, "no drops");
+    assert!(shorts > 0, "no short frames");
+    assert_eq!(checker.failures(), 0, "chunks missing: {:?}", checker.first_failure());
+    println!(
+        "completion records: {frames} frames ({shorts} short), {dropped} dropped, {} chunks checked when their records said so",
+        checker.checked()
+    );
 }

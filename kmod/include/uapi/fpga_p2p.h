@@ -38,6 +38,10 @@
  *              WAIT return it once the queue is empty
  *   ENODEV     the device was removed; only close() remains useful
  *   EAGAIN     read() with O_NONBLOCK and no event queued
+ *   EOPNOTSUPP REGISTER with FPGA_P2P_RING_COMPLETION where the DMA path to
+ *              the ring's memory needs syncs (bounce buffering, caches the
+ *              device does not snoop): a record the consumer resets in place
+ *              would be undone; register without it
  *   ETIMEDOUT  read() or WAIT: no event within the timeout; STOP: the
  *              engine did not stop within 500 ms (counted in dma_timeouts)
  *   EINTR      interrupted by a signal (WAIT: a release it carried was
@@ -100,7 +104,8 @@ struct fpga_p2p_info {
  * close or revocation. Capture and transmit rings of one file must not
  * overlap.
  *
- * FPGA_P2P_RING_COMPLETION (capture, cards with FPGA_P2P_CAP_COMPLETION):
+ * FPGA_P2P_RING_COMPLETION (capture, cards with FPGA_P2P_CAP_COMPLETION;
+ * EINVAL otherwise):
  * the registration also covers FPGA_P2P_STATUS_BYTES right after the last
  * slot (addr + nr_slots * slot_bytes), in the same pinning and mapping: the
  * status page. After the last data byte of every chunk the card writes that
