@@ -22,10 +22,12 @@
  * after one from process exit (to drop it at all); fp_ring_release_memory()
  * does exactly that.
  */
+#include <linux/dma-map-ops.h>
 #include <linux/dma-mapping.h>
 #include <linux/kmemleak.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
+#include <linux/pci.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
@@ -736,11 +738,15 @@ static u64 fp_ring_span(const struct fpga_p2p_ring *r)
  * Completion records need a DMA path without syncs: the consumer resets a
  * record in place, which a bounce buffer's copy or a cache invalidation of
  * the next sync for the CPU would undo, and a GPU polling the page sees no
- * sync at all. Where the DMA API would sync the status page (swiotlb,
- * non-coherent caches), records are refused.
+ * sync at all. Records are refused where the device does not snoop the
+ * CPU's caches, where a direct mapping bounces the status page (swiotlb),
+ * and for an untrusted device (dma-iommu bounces its unaligned pieces).
+ * dma_need_sync() alone cannot say it: behind an IOMMU it answers true
+ * for every device on these kernels, coherent or not.
  */
 static int fp_ring_check_status(struct fp_ring *ring)
 {
+	struct device *dev = ring->fdev->dev;
 	dma_addr_t bus;
 
 	if (!ring->completion)
@@ -748,7 +754,11 @@ static int fp_ring_check_status(struct fp_ring *ring)
 	if (!fp_ring_bus(ring, ring->slot_bytes * ring->nr_slots,
 			 FP_COMPLETION_BYTES, &bus))
 		return -EIO;
-	return dma_need_sync(ring->fdev->dev, bus) ? -EOPNOTSUPP : 0;
+	if (!dev_is_dma_coherent(dev) || to_pci_dev(dev)->untrusted)
+		return -EOPNOTSUPP;
+	if (!get_dma_ops(dev) && dma_need_sync(dev, bus))
+		return -EOPNOTSUPP;
+	return 0;
 }
 
 static int fp_ring_check(struct fp_dev *fdev, const struct fpga_p2p_ring *r,

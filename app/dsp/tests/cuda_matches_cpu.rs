@@ -938,13 +938,18 @@ fn gpu_triggered_frames_match_the_cpu_reference() {
         return;
     }
     let mut total = Worst::default();
-    for (name, cfg, frames) in [
-        ("default", ChainConfig::default(), 200usize),
-        ("2tx-128x128-clutter", small_geometry(true), 24),
+    // The chunk waits as stream memory operations (the default), and as
+    // the polling kernel before the last chunk or every chunk (`twait`).
+    for (name, cfg, frames, options) in [
+        ("default", ChainConfig::default(), 200usize, ""),
+        ("2tx-128x128-clutter", small_geometry(true), 24, ""),
+        ("default, twait=last", ChainConfig::default(), 12, "twait=last"),
+        ("2tx-128x128-clutter, twait=poll", small_geometry(true), 12, "twait=poll"),
     ] {
         let chunks = cfg.geometry.chunks_per_frame;
         let mut cpu = CpuBackend::new(&cfg).expect("cpu backend");
-        let mut gpu = CudaBackend::new(&cfg).expect("cuda backend");
+        let opts = CudaOptions::parse(options).expect("options");
+        let mut gpu = CudaBackend::with_options(&cfg, &opts).expect("cuda backend");
         let slots = 4;
         let mut ring = TriggerRing::new(&cfg, slots);
         gpu.prepare_slots(&ring.addrs()).expect("prepare slots");

@@ -20,7 +20,9 @@
 //! CUDA backend, default geometry, the built-in scene. Prints a table
 //! (p50, p99, p99.9, max in microseconds) and writes JSON (`--json PATH`).
 //! Options: `--frames N` per case (default 2000), `--period-us P` (default
-//! 8000), `--cpu N` (pin the measuring thread), `--cases gpu,cpu`.
+//! 8000), `--cpu N` (pin the measuring thread), `--cases gpu,cpu`,
+//! `--cuda-options TEXT` (launch choices, `CudaOptions::parse`: e.g.
+//! `twait=last`).
 //! Without CUDA it prints "skipped: no CUDA" and exits 0.
 
 use std::time::Duration;
@@ -68,6 +70,8 @@ struct Args {
     cpu: Option<usize>,
     cases: Vec<String>,
     json: Option<std::path::PathBuf>,
+    /// Launch choices other than the defaults (CudaOptions::parse).
+    cuda: Option<(String, radar_dsp::cuda::CudaOptions)>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -78,6 +82,7 @@ fn parse_args() -> Result<Args, String> {
         cpu: (ncpu > 2).then_some(2),
         cases: vec!["gpu".into(), "cpu".into()],
         json: None,
+        cuda: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -114,10 +119,15 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--json" => a.json = Some(value("a path")?.into()),
+            "--cuda-options" => {
+                let text = value("launch choices")?;
+                let o = radar_dsp::cuda::CudaOptions::parse(&text).map_err(|e| e.to_string())?;
+                a.cuda = Some((text, o));
+            }
             "--bench" => {}
             "-h" | "--help" => {
                 println!(
-                    "trigger_latency [--frames N] [--period-us P] [--cpu N|none] [--cases gpu,cpu] [--json PATH]"
+                    "trigger_latency [--frames N] [--period-us P] [--cpu N|none] [--cases gpu,cpu] [--cuda-options TEXT] [--json PATH]"
                 );
                 std::process::exit(0);
             }
@@ -127,8 +137,10 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
-fn config(trigger: Trigger, period_us: u64) -> RadardConfig {
+fn config(trigger: Trigger, args: &Args) -> RadardConfig {
+    let period_us = args.period_us;
     let mut cfg = RadardConfig::default();
+    cfg.backend.cuda_launch = args.cuda.as_ref().map(|(_, o)| o.clone());
     let chunks = cfg.geometry.chunks_per_frame as u64;
     cfg.source.chunk_period_ns = Some(period_us * 1000 / chunks);
     cfg.backend.kind = BackendKind::Cuda;
@@ -150,7 +162,7 @@ fn pin(cpu: Option<usize>) {
 }
 
 fn run(trigger: Trigger, args: &Args) -> Result<CaseResult, String> {
-    let cfg = config(trigger, args.period_us);
+    let cfg = config(trigger, args);
     let mut armed = String::new();
     let mut unit = Unit::open(&cfg, &mut |l| {
         if l.starts_with("GPU-triggered") {
@@ -280,7 +292,10 @@ fn run(trigger: Trigger, args: &Args) -> Result<CaseResult, String> {
     }
     Ok(CaseResult {
         name: if gpu {
-            "GPU-triggered".into()
+            match &args.cuda {
+                Some((text, _)) => format!("GPU-triggered {text}"),
+                None => "GPU-triggered".into(),
+            }
         } else {
             "CPU-triggered chunk streaming".into()
         },

@@ -52,7 +52,7 @@ pub struct Opts {
     pub chunk_event_frames: u64,
     /// Frames of the completion-record phase (small geometry, records in
     /// the ring's status page, drops and short frames, then a revocation).
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 1000)]
     pub completion_frames: u64,
 }
 
@@ -297,6 +297,7 @@ fn completion_phase(env: &Env, o: &Opts, card: Option<&Card>, out: &mut Outcome)
     // (it is declared after them, and stopped explicitly below); each slot
     // is released only after its frame was checked.
     let mut checker = unsafe { RecordChecker::start(src.ring(), chunk) };
+    let t0 = now_s();
     let r = (|| -> Check<String> {
         src.start(
             &StartParams::test_pattern()
@@ -375,11 +376,13 @@ fn completion_phase(env: &Env, o: &Opts, card: Option<&Card>, out: &mut Outcome)
         out.frames_verified += frames;
         out.frames_dropped += t.dropped;
         out.note("completion_chunks_checked", checker.checked());
+        out.note("completion_s", now_s() - t0);
         eprintln!(
-            "completion records: {frames} frames ({shorts} short), {} dropped, {} chunks checked the moment their records said they landed, then revoked ({} more frames): no record written after it",
+            "completion records: {frames} frames ({shorts} short), {} dropped, {} chunks checked the moment their records said they landed, then revoked ({} more frames): no record written after it; {:.1} s",
             t.dropped,
             checker.checked(),
-            frames - revoked_after.unwrap_or(frames)
+            frames - revoked_after.unwrap_or(frames),
+            now_s() - t0
         );
         Ok(format!(
             "{frames} frames with completion records: {} chunks there when their records said so, across {} drops, {shorts} short frames and a revocation",

@@ -1251,6 +1251,18 @@ alpha_sync(const double *alpha_host, const volatile u32 *index, double *__restri
     }
 }
 
+// GPU-triggered mode's other way to wait for a chunk (CudaOptions'
+// `twait`): one thread polls the slot's completion count until it reaches
+// `target` (the cyclic compare of a stream wait's GEQ), sleeping a little
+// between reads; the kernels behind it start when it returns. It keeps one
+// SM's thread busy for the wait, where a stream wait leaves the GPU idle.
+extern "C" __global__ void wait_count(const volatile u32 *completion_count, u64 target)
+{
+    while ((int)(*completion_count - (u32)target) < 0) {
+        __nanosleep(200);
+    }
+}
+
 // What frame_done writes for the host, per slot (mapped host memory).
 struct TriggerRecord {
     u32 ready;       // 1: the slot's detections are in its output buffer

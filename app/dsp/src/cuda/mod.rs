@@ -31,7 +31,7 @@ use crate::error::DspError;
 pub use cuda_mem::{MappedHostBuffer, Mapping};
 #[cfg(feature = "instrument")]
 pub use instrument::GraphSet;
-pub use options::{CudaOptions, GpuWait, SelectAt};
+pub use options::{ChunkWait, CudaOptions, GpuWait, SelectAt};
 pub use pipeline::MAX_STREAMED_CHUNKS;
 #[cfg(feature = "instrument")]
 pub use pipeline::StageTiming;

@@ -32,6 +32,21 @@ pub enum SelectAt {
     HostFallback,
 }
 
+/// How a GPU-triggered slot's graph waits for a chunk's completion count
+/// (`twait=` in the options' text).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ChunkWait {
+    /// A stream memory operation (`cuStreamWaitValue32`, GEQ) before every
+    /// chunk: the GPU idles while it waits.
+    #[default]
+    Stream,
+    /// Stream waits before every chunk but the last, and a one-thread
+    /// kernel polling the count before the last (wait_count).
+    Last,
+    /// The polling kernel before every chunk.
+    Poll,
+}
+
 /// How the host thread waits for a frame's work on the GPU. Spelled
 /// `spin`, `yield` and `block` on command lines, in TOML and in text.
 #[derive(
@@ -91,6 +106,8 @@ pub struct CudaOptions {
     pub cfar_tile: (usize, usize),
     /// How the host waits for the GPU.
     pub wait: GpuWait,
+    /// GPU-triggered mode: how a slot's graph waits for each chunk.
+    pub chunk_wait: ChunkWait,
 }
 
 impl Default for CudaOptions {
@@ -100,13 +117,15 @@ impl Default for CudaOptions {
             select: SelectAt::HostFallback,
             cfar_tile: KernelShape::DEFAULT.cfar_tile,
             wait: GpuWait::default(),
+            chunk_wait: ChunkWait::default(),
         }
     }
 }
 
 impl CudaOptions {
     /// Parse `key=value` pairs separated by commas (`pdl=on|off|auto`,
-    /// `select=kernel|host`, `cfar=DxR`, `wait=spin|yield|block`).
+    /// `select=kernel|host`, `cfar=DxR`, `wait=spin|yield|block`,
+    /// `twait=stream|last|poll`).
     pub fn parse(text: &str) -> Result<Self, DspError> {
         let mut o = CudaOptions::default();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -114,7 +133,7 @@ impl CudaOptions {
                 DspError::config(
                     "cuda options",
                     format!(
-                        "cannot use {item:?} (pdl=on|off|auto, select=kernel|host, cfar=DxR, wait=spin|yield|block)"
+                        "cannot use {item:?} (pdl=on|off|auto, select=kernel|host, cfar=DxR, wait=spin|yield|block, twait=stream|last|poll)"
                     ),
                 )
             };
@@ -131,6 +150,9 @@ impl CudaOptions {
                     let r: usize = r.parse().map_err(|_| bad())?;
                     o.cfar_tile = (d, r);
                 }
+                ("twait", "stream") => o.chunk_wait = ChunkWait::Stream,
+                ("twait", "last") => o.chunk_wait = ChunkWait::Last,
+                ("twait", "poll") => o.chunk_wait = ChunkWait::Poll,
                 ("wait", w) => {
                     o.wait = <GpuWait as clap::ValueEnum>::from_str(w, false).map_err(|_| bad())?
                 }

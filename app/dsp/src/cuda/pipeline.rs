@@ -15,7 +15,7 @@ use crate::window::hann_periodic;
 
 use cuda_mem::{DeviceMemory, MappedHostBuffer, Mapping, cuda_err};
 
-use super::options::{CudaOptions, KernelShape, SelectAt};
+use super::options::{ChunkWait, CudaOptions, KernelShape, SelectAt};
 
 #[cfg(feature = "instrument")]
 mod instrument;
@@ -154,6 +154,7 @@ struct Kernels {
     /// GPU-triggered processing's (trigger.rs).
     alpha_sync: CudaFunction,
     frame_done: CudaFunction,
+    wait_count: CudaFunction,
     map_export: CudaFunction,
     #[cfg(feature = "instrument")]
     gate: CudaFunction,
@@ -221,6 +222,7 @@ pub(super) struct Pipeline {
     /// Programmatic dependent launches in use (resolved CudaOptions::pdl).
     pdl: bool,
     select_at: SelectAt,
+    chunk_wait: ChunkWait,
     cfar_tile: (usize, usize),
 }
 
@@ -374,6 +376,7 @@ impl Pipeline {
             refine: load!("refine_output")?,
             alpha_sync: load!("alpha_sync")?,
             frame_done: load!("frame_done")?,
+            wait_count: load!("wait_count")?,
             map_export: load!("map_export")?,
             #[cfg(feature = "instrument")]
             gate: load!("gate_wait")?,
@@ -441,6 +444,7 @@ impl Pipeline {
             chunk_chirps,
             pdl,
             select_at: opts.select,
+            chunk_wait: opts.chunk_wait,
             cfar_tile: opts.cfar_tile,
         })
     }

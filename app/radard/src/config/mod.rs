@@ -131,6 +131,11 @@ pub struct BackendConfig {
     pub gpu_wait: GpuWait,
     /// GPU-triggered processing (docs/processing-chain.md, section 10).
     pub trigger: Trigger,
+    /// Launch choices other than the CUDA backend's defaults, for
+    /// benchmarks (`trigger_latency --cuda-options`); not a configuration
+    /// key (`gpu_wait` still applies).
+    #[serde(skip)]
+    pub cuda_launch: Option<CudaOptions>,
 }
 
 impl Default for BackendConfig {
@@ -140,6 +145,7 @@ impl Default for BackendConfig {
             stream_chunks: true,
             gpu_wait: GpuWait::Spin,
             trigger: Trigger::Auto,
+            cuda_launch: None,
         }
     }
 }
@@ -345,7 +351,7 @@ impl RadardConfig {
     pub fn cuda_options(&self) -> CudaOptions {
         CudaOptions {
             wait: self.backend.gpu_wait,
-            ..CudaOptions::default()
+            ..self.backend.cuda_launch.clone().unwrap_or_default()
         }
     }
 

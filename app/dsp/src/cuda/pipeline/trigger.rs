@@ -4,7 +4,9 @@
 //!
 //! ```text
 //! for chunk c:  wait until the slot's completion count >= c + 1
-//!               [c == 0: alpha_sync]  convert_window + range FFT of chunk c
+//!               (a stream wait, or the wait_count kernel: CudaOptions'
+//!               `twait`)
+//!               [c == 0: alpha_sync]  range_fft of chunk c's chirps
 //! the tail (Doppler .. refine_output, the selection over the cap included)
 //!               into the slot's own output buffer
 //! frame_done    count := 0 (the consumer's reset; not while the host
@@ -20,6 +22,7 @@ use cudarc::driver::{CudaGraph, sys};
 use cuda_mem::{StreamMemOps, cuda_err};
 
 use super::{NoMarks, Pipeline};
+use crate::cuda::options::ChunkWait;
 use crate::error::DspError;
 
 /// Where one slot's graph reads and writes, all device addresses (mapped
@@ -84,13 +87,30 @@ impl Pipeline {
         let stream = self.stream.cu_stream();
         self.capture_with(|| {
             for c in 0..chunks {
-                // SAFETY: our stream, being captured; `t.count` is the
-                // device address of a live 4-byte word of the ring's status
-                // page, which outlives the graph (the caller's contract);
-                // every kernel behind the wait was launched before
-                // (CudaBackend::new and the arming's warm-up).
-                unsafe { ops.wait_geq(stream, t.count, c as u32 + 1) }
-                    .map_err(cuda_err("cuStreamWaitValue32 (graph capture)"))?;
+                let poll = match self.chunk_wait {
+                    ChunkWait::Stream => false,
+                    ChunkWait::Last => c + 1 == chunks,
+                    ChunkWait::Poll => true,
+                };
+                if poll {
+                    // `t.count` is a live word of the ring's status page.
+                    self.launch(
+                        "launch wait_count",
+                        &self.kernels.wait_count,
+                        (1, 1),
+                        1,
+                        &[t.count, c as u64 + 1],
+                        false,
+                    )?;
+                } else {
+                    // SAFETY: our stream, being captured; `t.count` is the
+                    // device address of a live 4-byte word of the ring's
+                    // status page, which outlives the graph (the caller's
+                    // contract); every kernel behind the wait was launched
+                    // before (CudaBackend::new and the arming's warm-up).
+                    unsafe { ops.wait_geq(stream, t.count, c as u32 + 1) }
+                        .map_err(cuda_err("cuStreamWaitValue32 (graph capture)"))?;
+                }
                 if c == 0 {
                     // Argument lists match kernels.cu; every pointer is a
                     // live buffer of the size the kernel indexes.
@@ -138,6 +158,16 @@ impl Pipeline {
     /// graph, on harmless targets: with lazy module loading a kernel's first
     /// launch must not sit behind an unsatisfied wait. Waits for them.
     pub fn warm_trigger_kernels(&self, t: &TriggerTargets) -> Result<(), DspError> {
+        // Target 0: returns at once (a count is never below 0, cyclically
+        // within half the range of it).
+        self.launch(
+            "launch wait_count",
+            &self.kernels.wait_count,
+            (1, 1),
+            1,
+            &[t.count, 0],
+            false,
+        )?;
         self.launch(
             "launch alpha_sync",
             &self.kernels.alpha_sync,
