@@ -100,9 +100,9 @@ if want latency; then
   timeout 200 "$B/trigger_latency" --frames "${LAT_FRAMES:-2000}" --period-us 8000 --json "$LOG/trigger_latency.json" > "$LOG/trigger_latency.log" 2>&1
   verdict "trigger_latency rc=$?"
   tail -8 "$LOG/trigger_latency.log"
-  # The chunk waits as a polling kernel (before the last chunk, before
-  # every chunk) against the default's stream waits.
-  for tw in ${LAT_VARIANTS-last poll}; do
+  # The chunk waits all as stream waits, all as polling kernels, against
+  # the default (stream waits, a polling kernel before the last chunk).
+  for tw in ${LAT_VARIANTS-stream poll}; do
     timeout 120 "$B/trigger_latency" --frames "${LAT_FRAMES:-2000}" --period-us 8000 --cases gpu --cuda-options "twait=$tw" \
       --json "$LOG/trigger_latency-$tw.json" > "$LOG/trigger_latency-$tw.log" 2>&1
     verdict "trigger_latency twait=$tw rc=$?"
@@ -155,7 +155,7 @@ for n in ["trig-8ms", "trig-k1", "cpu-8ms", "stall", "revoke", "sigterm"]:
     print(f"{n:<10} {s['frames']:>6} {s['deadline_misses']:>6} {'closed' if s['ledger_closed'] else 'OPEN':>6} {s['source_timeouts']:>8} "
           f"{l.get('p50', float('nan')):>8.3f} {l.get('p99_9', float('nan')):>7.3f} {(f'{cpu:.1f}' if cpu is not None else '-'):>11} "
           f"{str(s.get('gpu_triggered')):>9} {str(s.get('gpu_triggered_flushed')):>7}  {s['end'][:60]} {s.get('gpu_triggered_error') or ''}")
-for t in [load("trigger_latency.json")] + [load(f"trigger_latency-{v}.json") for v in ("last", "poll")]:
+for t in [load("trigger_latency.json")] + [load(f"trigger_latency-{v}.json") for v in ("stream", "last", "poll")]:
     if not t:
         continue
     for c in t["cases"]:

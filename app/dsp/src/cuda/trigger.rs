@@ -422,10 +422,11 @@ impl TriggerState {
             std::thread::sleep(Duration::from_millis(1));
         }
         let line = format!(
-            "{} ({}), {}; self-test on the ring's status page: round trip {self_test_us:.1} us; {slots} slots x {chunks} chunk waits, {depth} frames queued ahead by a feeder thread",
+            "{} ({}), {}; self-test on the ring's status page: round trip {self_test_us:.1} us; {slots} slots x {chunks} chunk waits ({}), {depth} frames queued ahead by a feeder thread",
             ops.wait_symbol,
             ops.write_symbol,
-            describe(&attrs)
+            describe(&attrs),
+            pipeline.chunk_wait_text()
         );
         Ok((state, line))
     }

@@ -154,6 +154,15 @@ impl Pipeline {
         })
     }
 
+    /// How the slots' graphs wait for a chunk, for the start-up log.
+    pub fn chunk_wait_text(&self) -> &'static str {
+        match self.chunk_wait {
+            ChunkWait::Stream => "stream waits",
+            ChunkWait::Last => "stream waits, a polling kernel before the last",
+            ChunkWait::Poll => "polling kernels",
+        }
+    }
+
     /// Launches alpha_sync, frame_done and map_export once, outside any
     /// graph, on harmless targets: with lazy module loading a kernel's first
     /// launch must not sit behind an unsatisfied wait. Waits for them.
