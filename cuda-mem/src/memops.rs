@@ -76,10 +76,12 @@ impl StreamMemOps {
         Library::require(&[Library::Driver])?;
         // SAFETY: both names of each pair are the same C function
         // (CUstream, CUdeviceptr, cuuint32_t, unsigned int) -> CUresult.
-        let wait = unsafe { first_symbol::<ValueFn>(&["cuStreamWaitValue32_v2", "cuStreamWaitValue32"]) };
+        let wait =
+            unsafe { first_symbol::<ValueFn>(&["cuStreamWaitValue32_v2", "cuStreamWaitValue32"]) };
         // SAFETY: as above.
-        let write =
-            unsafe { first_symbol::<ValueFn>(&["cuStreamWriteValue32_v2", "cuStreamWriteValue32"]) };
+        let write = unsafe {
+            first_symbol::<ValueFn>(&["cuStreamWriteValue32_v2", "cuStreamWriteValue32"])
+        };
         match (wait, write) {
             (Some((wait, wait_symbol)), Some((write, write_symbol))) => Ok(StreamMemOps {
                 wait,

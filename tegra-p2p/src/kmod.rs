@@ -299,7 +299,12 @@ impl KmodSource {
         Self::open_inner(path.as_ref(), ring, chunk_bytes, true)
     }
 
-    fn open_inner(path: &Path, ring: RingMemory, chunk_bytes: usize, records: bool) -> Result<Self> {
+    fn open_inner(
+        path: &Path,
+        ring: RingMemory,
+        chunk_bytes: usize,
+        records: bool,
+    ) -> Result<Self> {
         let dev = Device::open(path)?;
         let info = dev.check_version()?;
         if info.caps & FPGA_P2P_CAP_CAPTURE == 0 {

@@ -37,9 +37,7 @@ pub mod uapi;
 
 pub use error::{Error, Result};
 pub use kmod::KmodSource;
-pub use pattern::{
-    Mismatch, SequenceTracker, check_crc, crc32, verify_chunk, verify_test_pattern,
-};
+pub use pattern::{Mismatch, SequenceTracker, check_crc, crc32, verify_chunk, verify_test_pattern};
 pub use ring::{CompletionWords, MemoryKind, RingConfig, RingMemory};
 pub use sim::{ProducerScheduling, SimConfig, SimFaults, SimPacing, SimSource};
 pub use source::{

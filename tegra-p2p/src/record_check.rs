@@ -146,13 +146,16 @@ impl Drop for RecordChecker {
 }
 
 fn check_loop(sh: &Shared, l: Layout) {
-    // SAFETY (all three): the status page and the slots outlive the thread
-    // (start's contract); the records are read through atomics only.
-    let count = |slot: u32| unsafe {
-        AtomicU32::from_ptr((l.status + slot as usize * COMPLETION_BYTES) as *mut u32)
+    let count = |slot: u32| {
+        // SAFETY: the status page outlives the thread (start's contract);
+        // the records are read through atomics only, 4-byte aligned.
+        unsafe { AtomicU32::from_ptr((l.status + slot as usize * COMPLETION_BYTES) as *mut u32) }
     };
-    let sequence = |slot: u32| unsafe {
-        AtomicU64::from_ptr((l.status + slot as usize * COMPLETION_BYTES + 8) as *mut u64)
+    let sequence = |slot: u32| {
+        // SAFETY: as above; the sequence is 8-byte aligned in the record.
+        unsafe {
+            AtomicU64::from_ptr((l.status + slot as usize * COMPLETION_BYTES + 8) as *mut u64)
+        }
     };
     let mut cur = vec![(u64::MAX, 0u32); l.slots as usize];
     let mut idle = 0u32;

@@ -220,12 +220,12 @@ impl RingMemory {
     }
 
     fn new_host(cfg: &RingConfig, len: usize, mut warnings: Vec<String>) -> Result<Self> {
-        let total = len
-            .checked_add(GUARD_BYTES + STATUS_BYTES)
-            .ok_or_else(|| Error::InvalidArgument {
-                what: "ring size",
-                reason: "too large".into(),
-            })?;
+        let total =
+            len.checked_add(GUARD_BYTES + STATUS_BYTES)
+                .ok_or_else(|| Error::InvalidArgument {
+                    what: "ring size",
+                    reason: "too large".into(),
+                })?;
         // The guard page and the ring in one reservation, no access yet.
         // SAFETY: anonymous private mapping chosen by the kernel; no existing
         // memory is affected. The result is checked against MAP_FAILED.
@@ -352,10 +352,8 @@ impl RingMemory {
     /// `chunks` chunks; None when the ring has more slots than the page
     /// has records for, or `chunks` is 0.
     pub fn completion_words(&self, chunks: u32) -> Option<CompletionWords<'_>> {
-        (chunks > 0 && self.nr_slots as usize <= MAX_COMPLETION_SLOTS).then_some(CompletionWords {
-            ring: self,
-            chunks,
-        })
+        (chunks > 0 && self.nr_slots as usize <= MAX_COMPLETION_SLOTS)
+            .then_some(CompletionWords { ring: self, chunks })
     }
     /// Whether the memory is CUDA mapped host memory.
     pub fn is_cuda(&self) -> bool {
@@ -516,11 +514,13 @@ impl<'a> CompletionWords<'a> {
         // SAFETY: as in `word`; the other fields are written only by the
         // writer of the slot (the producer while it fills it).
         unsafe {
-            AtomicU32::from_ptr(rec.add(4).cast()).store(FPGA_P2P_COMPLETION_MAGIC, Ordering::Relaxed);
+            AtomicU32::from_ptr(rec.add(4).cast())
+                .store(FPGA_P2P_COMPLETION_MAGIC, Ordering::Relaxed);
             AtomicU32::from_ptr(rec.add(16).cast()).store(chunk, Ordering::Relaxed);
         }
         self.field64(slot, 8).store(sequence, Ordering::Relaxed);
-        self.field64(slot, 24).store(timestamp_ns, Ordering::Relaxed);
+        self.field64(slot, 24)
+            .store(timestamp_ns, Ordering::Relaxed);
         self.word(slot).store(chunk + 1, Ordering::Release);
     }
 }

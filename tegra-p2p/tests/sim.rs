@@ -723,7 +723,9 @@ fn completion_records_say_which_chunks_landed() {
     };
     let mut s = sim(SLOTS, SLOT, CHUNK, faults);
     {
-        let words = s.completion().expect("the simulator writes completion records");
+        let words = s
+            .completion()
+            .expect("the simulator writes completion records");
         assert_eq!(words.chunks_per_frame(), CHUNKS);
         assert_eq!(words.slots(), SLOTS);
         for slot in 0..SLOTS {
@@ -758,7 +760,10 @@ fn completion_records_say_which_chunks_landed() {
             .unwrap();
         if f.flags() & FPGA_P2P_EVF_SHORT == 0 {
             verify_test_pattern(f.data(), f.sequence(), CHUNK).unwrap();
-            assert!(!checker.padded(slot, f.sequence()), "zeros in a whole frame");
+            assert!(
+                !checker.padded(slot, f.sequence()),
+                "zeros in a whole frame"
+            );
         } else {
             shorts += 1;
         }
@@ -779,7 +784,12 @@ fn completion_records_say_which_chunks_landed() {
     assert!(frames > 100, "{frames} frames");
     assert!(dropped > 0, "no drops");
     assert!(shorts > 0, "no short frames");
-    assert_eq!(checker.failures(), 0, "chunks missing: {:?}", checker.first_failure());
+    assert_eq!(
+        checker.failures(),
+        0,
+        "chunks missing: {:?}",
+        checker.first_failure()
+    );
     println!(
         "completion records: {frames} frames ({shorts} short), {dropped} dropped, {} chunks checked when their records said so",
         checker.checked()

@@ -188,11 +188,8 @@ pub trait Triggered {
     /// into `out`, the slot's flag cleared. Returns when they were ready,
     /// or None when they are not (yet). Never allocates when `out` has room
     /// for max_detections. Take a slot's frame before releasing the slot.
-    fn take(
-        &mut self,
-        slot: usize,
-        out: &mut Detections,
-    ) -> Result<Option<TriggerStamp>, DspError>;
+    fn take(&mut self, slot: usize, out: &mut Detections)
+    -> Result<Option<TriggerStamp>, DspError>;
     /// Whether the detections of the frame in `slot` are in host memory
     /// (the GPU's ready flag, read without side effects: for benchmarks
     /// that watch it).

@@ -13,9 +13,7 @@ use rand_chacha::ChaCha8Rng;
 
 use common::{frame, random_scene};
 
-use radar_dsp::backend::{
-    Backend, CompletionAccess, FrameInput, SlotAddr, SlotFrame, Triggered,
-};
+use radar_dsp::backend::{Backend, CompletionAccess, FrameInput, SlotAddr, SlotFrame, Triggered};
 use radar_dsp::config::ChainConfig;
 use radar_dsp::cpu::CpuBackend;
 use radar_dsp::cuda::{CudaBackend, CudaOptions, MappedHostBuffer, Mapping, probe};
@@ -909,7 +907,8 @@ impl CompletionAccess for TriggerRing {
             .store(self.chunks, std::sync::atomic::Ordering::Release);
     }
     fn reset(&self, slot: u32) {
-        self.word(slot).store(0, std::sync::atomic::Ordering::Release);
+        self.word(slot)
+            .store(0, std::sync::atomic::Ordering::Release);
     }
     fn scratch(&self) -> &std::sync::atomic::AtomicU32 {
         self.at(2048)
@@ -944,8 +943,18 @@ fn gpu_triggered_frames_match_the_cpu_reference() {
     for (name, cfg, frames, options) in [
         ("default", ChainConfig::default(), 200usize, ""),
         ("2tx-128x128-clutter", small_geometry(true), 24, ""),
-        ("default, twait=stream", ChainConfig::default(), 12, "twait=stream"),
-        ("2tx-128x128-clutter, twait=poll", small_geometry(true), 12, "twait=poll"),
+        (
+            "default, twait=stream",
+            ChainConfig::default(),
+            12,
+            "twait=stream",
+        ),
+        (
+            "2tx-128x128-clutter, twait=poll",
+            small_geometry(true),
+            12,
+            "twait=poll",
+        ),
     ] {
         let chunks = cfg.geometry.chunks_per_frame;
         let mut cpu = CpuBackend::new(&cfg).expect("cpu backend");

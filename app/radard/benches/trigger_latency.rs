@@ -175,7 +175,10 @@ fn run(trigger: Trigger, args: &Args) -> Result<CaseResult, String> {
     }
     let gpu = trigger == Trigger::Gpu;
     if gpu != unit.gpu_triggered {
-        return Err(format!("GPU-triggered mode is {}: {armed}", unit.gpu_triggered));
+        return Err(format!(
+            "GPU-triggered mode is {}: {armed}",
+            unit.gpu_triggered
+        ));
     }
     unit.start(&cfg, !gpu).map_err(|e| e.to_string())?;
     pin(args.cpu);
@@ -215,7 +218,10 @@ fn run(trigger: Trigger, args: &Args) -> Result<CaseResult, String> {
                     }
                 };
                 if f.slot() as usize != slot {
-                    return Err(format!("frame {count} landed in slot {}, not {slot}", f.slot()));
+                    return Err(format!(
+                        "frame {count} landed in slot {}, not {slot}",
+                        f.slot()
+                    ));
                 }
                 (f, seen)
             } else {
@@ -327,7 +333,11 @@ fn main() {
         return;
     }
     for name in &args.cases {
-        let trigger = if name == "gpu" { Trigger::Gpu } else { Trigger::Cpu };
+        let trigger = if name == "gpu" {
+            Trigger::Gpu
+        } else {
+            Trigger::Cpu
+        };
         // A thread per case: it pins itself once its source started.
         let a = &args;
         let r = std::thread::scope(|s| {

@@ -185,8 +185,14 @@ impl Summary {
             chunk_errors: snap.chunk_errors,
             frames_streamed: r.frames_streamed,
             gpu_triggered: r.gpu_triggered,
-            gpu_triggered_flushed: r.gpu_triggered_end.as_ref().and_then(|e| e.as_ref().ok().copied()),
-            gpu_triggered_error: r.gpu_triggered_end.as_ref().and_then(|e| e.as_ref().err().cloned()),
+            gpu_triggered_flushed: r
+                .gpu_triggered_end
+                .as_ref()
+                .and_then(|e| e.as_ref().ok().copied()),
+            gpu_triggered_error: r
+                .gpu_triggered_end
+                .as_ref()
+                .and_then(|e| e.as_ref().err().cloned()),
             content: format!("{:?}", cfg.source.content),
             end: match &r.result {
                 Ok(LoopEnd::FrameLimit) => "frame limit reached".to_string(),

@@ -142,10 +142,9 @@ mod tests {
         assert!(e.to_string().contains("trigger"), "{e}");
 
         let g = &cfg.geometry;
-        let ring = RingMemory::new(
-            &RingConfig::new(4, g.frame_bytes()).with_memory(MemoryKind::Host),
-        )
-        .expect("ring");
+        let ring =
+            RingMemory::new(&RingConfig::new(4, g.frame_bytes()).with_memory(MemoryKind::Host))
+                .expect("ring");
         let sim = SimSource::new(ring, SimConfig::with_chunk_bytes(g.chunk_bytes())).expect("sim");
         assert!(sim.completion().is_some(), "the simulator writes records");
         let mut cpu = CpuBackend::with_threads(&cfg.chain_config(), 1).expect("cpu backend");
@@ -159,7 +158,10 @@ mod tests {
         cfg.backend.trigger = Trigger::Gpu;
         // SAFETY: as above.
         let e = unsafe { arm(&cfg, &mut cpu, &sim, true) }.unwrap_err();
-        assert!(e.contains("backend.trigger = \"gpu\"") && e.contains("no GPU"), "{e}");
+        assert!(
+            e.contains("backend.trigger = \"gpu\"") && e.contains("no GPU"),
+            "{e}"
+        );
         cfg.backend.trigger = Trigger::Cpu;
         // SAFETY: as above.
         let (on, line) = unsafe { arm(&cfg, &mut cpu, &sim, true) }.expect("cpu");

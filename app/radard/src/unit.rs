@@ -216,9 +216,7 @@ impl Unit {
             chunk_streaming: self.chunk_streaming,
             gpu_triggered: self.gpu_triggered,
             frames_per_wake: cfg.frame_loop.frames_per_wake,
-            event_timeout: std::time::Duration::from_millis(u64::from(
-                cfg.source.event_timeout_ms,
-            )),
+            event_timeout: std::time::Duration::from_millis(u64::from(cfg.source.event_timeout_ms)),
             policy: cfg.frame_loop.policy,
             power_map_every: cfg.frame_loop.power_map_every,
             backend_error_every: cfg.simulator.backend_error_every,

@@ -340,7 +340,10 @@ fn completion_phase(env: &Env, o: &Opts, card: Option<&Card>, out: &mut Outcome)
             } else {
                 tegra_p2p::verify_test_pattern(f.data(), seq, chunk)
                     .map_err(|m| format!("frame {seq}: {m}"))?;
-                ensure!(!checker.padded(slot, seq), "frame {seq}: a chunk of zeros in a whole frame");
+                ensure!(
+                    !checker.padded(slot, seq),
+                    "frame {seq}: a chunk of zeros in a whole frame"
+                );
             }
             // A slow consumer now and then: the card drops frames.
             if frames % 13 == 12 {
@@ -358,7 +361,10 @@ fn completion_phase(env: &Env, o: &Opts, card: Option<&Card>, out: &mut Outcome)
         let before: Vec<_> = (0..o.slots).map(|s| words.snapshot(s)).collect();
         std::thread::sleep(Duration::from_millis(30));
         let after: Vec<_> = (0..o.slots).map(|s| words.snapshot(s)).collect();
-        ensure!(before == after, "completion records written after the revocation");
+        ensure!(
+            before == after,
+            "completion records written after the revocation"
+        );
         checker.stop();
         if let Some(m) = checker.first_failure() {
             return Err(format!("{} chunks missing: {m}", checker.failures()));

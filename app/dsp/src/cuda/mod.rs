@@ -1,11 +1,13 @@
-//! CUDA backend (spec v1 on the GPU): NVRTC-compiled kernels around three
-//! cuFFT plans, captured once per ring slot as a CUDA graph and replayed per
-//! frame. See `kernels.cu` for the data flow, docs/processing-chain.md for
-//! the launch choices and docs/performance.md for the figures.
+//! CUDA backend (spec v1 on the GPU): four NVRTC-compiled kernels, FFTs
+//! included (no cuFFT), captured once per ring slot as a CUDA graph and
+//! replayed per frame. See `kernels.cu` for the data flow,
+//! docs/processing-chain.md (sections 9 and 10) for the kernels, the launch
+//! choices and GPU-triggered processing, and docs/performance.md for the
+//! figures.
 //!
-//! cudarc loads libcuda, libnvrtc and libcufft at run time and panics when
-//! one is missing, so [`probe`] checks all three before the first cudarc
-//! call; every failure after that is a [`DspError`], never a panic.
+//! cudarc loads libcuda and libnvrtc at run time and panics when one is
+//! missing, so [`probe`] checks both before the first cudarc call; every
+//! failure after that is a [`DspError`], never a panic.
 
 #[cfg(feature = "instrument")]
 mod instrument;
@@ -125,8 +127,8 @@ pub struct CudaBackend {
 unsafe impl Send for CudaBackend {}
 
 impl CudaBackend {
-    /// Open device 0, compile the kernels for its architecture, create the
-    /// cuFFT plans, allocate every buffer and capture the staging slot's
+    /// Open device 0, compile the kernels for its architecture, allocate
+    /// every buffer and capture the staging slot's
     /// graph; then run that graph once so that any fault shows here.
     pub fn new(cfg: &ChainConfig) -> Result<Self, DspError> {
         Self::with_options(cfg, &CudaOptions::default())
@@ -521,7 +523,8 @@ impl Triggered for CudaBackend {
             ));
         }
         self.forget_chunks();
-        let (state, line) = TriggerState::arm(&self.pipeline, &self.slot_inputs, words, &self.alpha)?;
+        let (state, line) =
+            TriggerState::arm(&self.pipeline, &self.slot_inputs, words, &self.alpha)?;
         self.trigger_words = (0..words.slots())
             .map(|s| words.word(s) as *const std::sync::atomic::AtomicU32 as usize)
             .collect();
@@ -582,8 +585,6 @@ impl Triggered for CudaBackend {
 fn not_armed() -> DspError {
     DspError::Backend("GPU-triggered mode is not armed".to_string())
 }
-
-
 
 #[cfg(test)]
 mod tests {

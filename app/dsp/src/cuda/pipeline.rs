@@ -22,9 +22,9 @@ mod instrument;
 mod trigger;
 #[cfg(feature = "instrument")]
 pub use instrument::StageTiming;
-pub(super) use trigger::{HostWake, TriggerTargets};
 #[cfg(feature = "instrument")]
 pub(super) use instrument::count_kernel_nodes;
+pub(super) use trigger::{HostWake, TriggerTargets};
 
 const KERNELS_CU: &str = include_str!("kernels.cu");
 /// The kernels only instrumented runs launch (a gate, an empty kernel).
@@ -519,7 +519,11 @@ impl Pipeline {
     fn enqueue(&self, input: u64, marks: &mut impl StageMarks) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
         self.enqueue_range(input, 0..g.n_chirps(), 0, marks)?;
-        self.enqueue_tail(marks, self.out.device_ptr(), self.select_at == SelectAt::Kernel)
+        self.enqueue_tail(
+            marks,
+            self.out.device_ptr(),
+            self.select_at == SelectAt::Kernel,
+        )
     }
 
     /// Step 1 for chirps `chirps` of the frame at `input`: range_fft (the
@@ -780,7 +784,8 @@ impl Pipeline {
 
     /// DMA chunks per frame when chunk-streamed mode is set up.
     pub fn streamed_chunks(&self) -> Option<usize> {
-        self.chunk_chirps.map(|_| self.cfg.geometry.chunks_per_frame)
+        self.chunk_chirps
+            .map(|_| self.cfg.geometry.chunks_per_frame)
     }
 
     /// Chunk-streamed mode's graphs for the frame at `input` (None when the

@@ -170,7 +170,7 @@ fn feed(s: &FeedShared) {
         s.wake
             .feed_at
             .store(done + s.depth / 2 + 1, Ordering::Release);
-        if s.wake.done.load(Ordering::Acquire) >= done + s.depth / 2 + 1 {
+        if s.wake.done.load(Ordering::Acquire) > done + s.depth / 2 {
             continue;
         }
         let _ = futex_wait(&s.wake.feed_futex, seen, Duration::from_millis(200));
@@ -273,9 +273,9 @@ impl TriggerState {
         alpha: &[f64],
     ) -> Result<(TriggerState, String), DspError> {
         let unusable = |why: String| DspError::Backend(format!("GPU-triggered mode: {why}"));
-        let chunks = pipeline
-            .triggered_chunks()
-            .ok_or_else(|| unusable("more chunks per frame than a slot's graph waits for".into()))?;
+        let chunks = pipeline.triggered_chunks().ok_or_else(|| {
+            unusable("more chunks per frame than a slot's graph waits for".into())
+        })?;
         if words.chunks_per_frame() as usize != chunks {
             return Err(unusable(format!(
                 "the source counts {} chunks a frame, the chain {chunks}",
@@ -366,7 +366,8 @@ impl TriggerState {
             words.satisfy(slot);
         }
         for g in &state.graphs {
-            g.launch().map_err(cuda_err("graph launch (GPU-triggered warm-up)"))?;
+            g.launch()
+                .map_err(cuda_err("graph launch (GPU-triggered warm-up)"))?;
         }
         state.queued = slots as u64;
         match state.wait_completed(slots as u64, Duration::from_secs(10)) {
@@ -447,7 +448,9 @@ impl TriggerState {
         let ack = self.control(ACK);
         scratch.store(0, Ordering::Release);
         ack.store(0, Ordering::Release);
-        let stream = ctx.new_stream().map_err(cuda_err("create stream (self-test)"))?;
+        let stream = ctx
+            .new_stream()
+            .map_err(cuda_err("create stream (self-test)"))?;
         let ack_dev = self.control.device_ptr_at(ACK * 4)?;
         let s = stream.cu_stream();
         // SAFETY: a live stream of the context; both words are live mapped
@@ -484,7 +487,9 @@ impl TriggerState {
             .synchronize()
             .map_err(cuda_err("stream synchronize (self-test)"))?;
         if scratch.load(Ordering::Acquire) != 2 {
-            return Err(fail("a stream write to the ring's status page did not arrive"));
+            return Err(fail(
+                "a stream write to the ring's status page did not arrive",
+            ));
         }
         scratch.store(0, Ordering::Release);
         Ok(rtt_us)

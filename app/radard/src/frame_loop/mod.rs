@@ -211,7 +211,9 @@ fn next_triggered_frame<'s, 'b>(
             let batch = u64::from(opts.frames_per_wake.max(1));
             match t.wait_completed(taken + batch, opts.event_timeout) {
                 // A batch the source cut short: its frames are done.
-                TriggerWait::Timeout if t.completed() > taken => TriggerWait::Reached(t.completed()),
+                TriggerWait::Timeout if t.completed() > taken => {
+                    TriggerWait::Reached(t.completed())
+                }
                 w => w,
             }
         }

@@ -56,7 +56,11 @@ pub fn run(a: Args) -> Result<(), DspError> {
             }
         };
         r.result().map_err(|e| DspError::Cuda {
-            op: if start { "cuProfilerStart" } else { "cuProfilerStop" },
+            op: if start {
+                "cuProfilerStart"
+            } else {
+                "cuProfilerStop"
+            },
             source: e,
         })
     };
