@@ -29,6 +29,7 @@ pub mod error;
 pub mod kmod;
 pub mod pattern;
 mod queue;
+pub mod record_check;
 pub mod ring;
 pub mod sim;
 pub mod source;
@@ -36,8 +37,8 @@ pub mod uapi;
 
 pub use error::{Error, Result};
 pub use kmod::KmodSource;
-pub use pattern::{Mismatch, SequenceTracker, check_crc, crc32, verify_test_pattern};
-pub use ring::{MemoryKind, RingConfig, RingMemory};
+pub use pattern::{Mismatch, SequenceTracker, check_crc, crc32, verify_chunk, verify_test_pattern};
+pub use ring::{CompletionWords, MemoryKind, RingConfig, RingMemory};
 pub use sim::{ProducerScheduling, SimConfig, SimFaults, SimPacing, SimSource};
 pub use source::{
     ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SourceMode, StartParams, TxTarget,
