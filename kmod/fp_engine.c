@@ -920,7 +920,7 @@ int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s)
 	unsigned long flags;
 	dma_addr_t first;
 	int ret = 0;
-	u32 i;
+	u32 i, ctrl;
 
 	mutex_lock(&fdev->hw_lock);
 	if (fdev->hw_gone) {
@@ -977,7 +977,9 @@ int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s)
 	fp_uwr(fdev, FP_UB_CHUNK_PERIOD_NS, period);
 	fp_watchdog_period(fdev, period, ring->chunks);
 	fp_uwr(fdev, FP_UB_PLAYBACK_COUNT, s->playback_frames);
-	fp_uwr(fdev, FP_UB_CTRL, FIELD_PREP(FP_UB_CTRL_SOURCE, s->source));
+	ctrl = FIELD_PREP(FP_UB_CTRL_SOURCE, s->source) |
+	       (ring->completion ? FP_UB_CTRL_COMPLETION : 0);
+	fp_uwr(fdev, FP_UB_CTRL, ctrl);
 	fp_chan_run(ring, first);
 
 	spin_lock_irqsave(&ring->lock, flags);
@@ -993,8 +995,7 @@ int fp_c2h_start(struct fp_ring *ring, const struct fpga_p2p_start *s)
 		fp_engine_stop_locked(ring);
 		goto out;
 	}
-	fp_uwr(fdev, FP_UB_CTRL, FP_UB_CTRL_ENABLE |
-	       FIELD_PREP(FP_UB_CTRL_SOURCE, s->source));
+	fp_uwr(fdev, FP_UB_CTRL, FP_UB_CTRL_ENABLE | ctrl);
 	fdev->streaming = true;
 out:
 	mutex_unlock(&fdev->hw_lock);

@@ -280,6 +280,8 @@ static int fp_ioctl_info(struct fp_file *fp, void __user *arg)
 		info.caps |= FPGA_P2P_CAP_TEST_PATTERN;
 	if (fdev->hw_caps & FP_UB_CAP_PLAYBACK)
 		info.caps |= FPGA_P2P_CAP_PLAYBACK;
+	if (fdev->hw_caps & FP_UB_CAP_COMPLETION)
+		info.caps |= FPGA_P2P_CAP_COMPLETION;
 	return copy_to_user(arg, &info, sizeof(info)) ? -EFAULT : 0;
 }
 

@@ -114,6 +114,13 @@ static struct fp_dev *fp_dev_create(struct pci_dev *pdev,
 	ret = fp_hw_init(fdev);
 	if (ret)
 		goto put;
+	/*
+	 * Completion records are only as good as their ordering after the
+	 * chunk's bytes: no Relaxed Ordering on the card's writes.
+	 */
+	if (fdev->hw_caps & FP_UB_CAP_COMPLETION)
+		pcie_capability_clear_word(pdev, PCI_EXP_DEVCTL,
+					   PCI_EXP_DEVCTL_RELAX_EN);
 	pci_set_master(pdev);
 	ret = request_irq(fdev->irq, fp_irq,
 			  pdev->msi_enabled || pdev->msix_enabled ? 0 :

@@ -22,10 +22,12 @@
  * after one from process exit (to drop it at all); fp_ring_release_memory()
  * does exactly that.
  */
+#include <linux/dma-map-ops.h>
 #include <linux/dma-mapping.h>
 #include <linux/kmemleak.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
+#include <linux/pci.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
@@ -552,20 +554,50 @@ void fp_ring_destroy(struct fp_ring *ring)
 }
 
 /*
+ * The bus address of @len bytes at @off of the ring's mapping, in *@bus;
+ * false when they do not lie in one contiguous range.
+ */
+static bool fp_ring_bus(struct fp_ring *ring, u64 off, u32 len,
+			dma_addr_t *bus)
+{
+	struct nvidia_p2p_dma_mapping *map = ring->map;
+	u32 seg;
+
+	for (seg = 0; seg < map->entries; seg++) {
+		if (off < map->hw_len[seg]) {
+			*bus = map->hw_address[seg] + off;
+			return off + len <= map->hw_len[seg];
+		}
+		off -= map->hw_len[seg];
+	}
+	return false;
+}
+
+/*
  * Walk the ring's bus ranges in slot order. Capture: one piece per
- * contiguous range of a chunk. Transmit: one piece per contiguous range of a
- * slot. With @fill false only count; returns the count or -EIO.
+ * contiguous range of a chunk and, with completion records, after each
+ * chunk's pieces one piece of FP_COMPLETION_BYTES for the slot's record in
+ * the status page (the chunk's end, and on the last chunk the frame's, is
+ * that piece). Transmit: one piece per contiguous range of a slot. With
+ * @fill false only count; returns the count or -EIO.
  */
 static long fp_ring_walk(struct fp_ring *ring, bool fill)
 {
 	struct nvidia_p2p_dma_mapping *map = ring->map;
 	u32 chunks = ring->dir == FP_C2H ? ring->chunks : 1;
 	u64 chunk_bytes = ring->slot_bytes / chunks;
+	u64 status = ring->slot_bytes * ring->nr_slots;
 	u32 seg = 0, s, c, k;
 	u64 seg_off = 0;
 	long n = 0;
 
 	for (s = 0; s < ring->nr_slots; s++) {
+		dma_addr_t rec = 0;
+
+		if (ring->completion &&
+		    !fp_ring_bus(ring, status + s * FP_COMPLETION_BYTES,
+				 FP_COMPLETION_BYTES, &rec))
+			return -EIO;
 		k = 0;
 		if (fill)
 			ring->slot_first[s] = n;
@@ -594,6 +626,17 @@ static long fp_ring_walk(struct fp_ring *ring, bool fill)
 				}
 				left -= len;
 				seg_off += len;
+			}
+			if (ring->completion) {
+				if (fill) {
+					struct fp_desc_info *di = &ring->info[n];
+
+					di->addr = rec;
+					di->len = FP_COMPLETION_BYTES;
+					di->chunk = c;
+					di->flags = ++k % FP_IRQ_EVERY ? 0 : FP_DI_IRQ;
+				}
+				n++;
 			}
 			if (fill)
 				ring->info[n - 1].flags |= FP_DI_CHUNK_END;
@@ -681,13 +724,58 @@ static int fp_ring_build(struct fp_ring *ring)
 	return 0;
 }
 
+/* Bytes a registration pins and maps: the slots and any status page. */
+static u64 fp_ring_span(const struct fpga_p2p_ring *r)
+{
+	u64 bytes = r->slot_bytes * r->nr_slots;
+
+	if (r->flags & FPGA_P2P_RING_COMPLETION)
+		bytes += FPGA_P2P_STATUS_BYTES;
+	return bytes;
+}
+
+/*
+ * Completion records need a DMA path without syncs: the consumer resets a
+ * record in place, which a bounce buffer's copy or a cache invalidation of
+ * the next sync for the CPU would undo, and a GPU polling the page sees no
+ * sync at all. Records are refused where the device does not snoop the
+ * CPU's caches, where a direct mapping bounces the status page (swiotlb),
+ * and for an untrusted device (dma-iommu bounces its unaligned pieces).
+ * dma_need_sync() alone cannot say it: behind an IOMMU it answers true
+ * for every device on these kernels, coherent or not.
+ */
+static int fp_ring_check_status(struct fp_ring *ring)
+{
+	struct device *dev = ring->fdev->dev;
+	dma_addr_t bus;
+
+	if (!ring->completion)
+		return 0;
+	if (!fp_ring_bus(ring, ring->slot_bytes * ring->nr_slots,
+			 FP_COMPLETION_BYTES, &bus))
+		return -EIO;
+	if (!dev_is_dma_coherent(dev) || to_pci_dev(dev)->untrusted)
+		return -EOPNOTSUPP;
+	if (!get_dma_ops(dev) && dma_need_sync(dev, bus))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
 static int fp_ring_check(struct fp_dev *fdev, const struct fpga_p2p_ring *r,
 			 u32 *chunk_bytes)
 {
 	u64 bytes;
 
-	if (r->reserved[0] || r->reserved[1])
+	if (r->reserved0 || r->reserved[0] ||
+	    r->flags & ~FPGA_P2P_RING_COMPLETION)
 		return -EINVAL;
+	/* Completion records: capture only, and the card must write them. */
+	if (r->flags & FPGA_P2P_RING_COMPLETION) {
+		if (r->direction != FPGA_P2P_DIR_C2H)
+			return -EINVAL;
+		if (!(fdev->hw_caps & FP_UB_CAP_COMPLETION))
+			return -EINVAL;
+	}
 	if (r->direction != FPGA_P2P_DIR_C2H && r->direction != FPGA_P2P_DIR_H2C)
 		return -EINVAL;
 	if (!r->addr || r->addr % FPGA_P2P_SLOT_ALIGN ||
@@ -697,7 +785,7 @@ static int fp_ring_check(struct fp_dev *fdev, const struct fpga_p2p_ring *r,
 	if (r->nr_slots < (r->direction == FPGA_P2P_DIR_C2H ? 2 : 1) ||
 	    r->nr_slots > fdev->max_slots)
 		return -EINVAL;
-	bytes = r->slot_bytes * r->nr_slots;
+	bytes = fp_ring_span(r);
 	if (bytes > FP_MAX_RING_BYTES || r->addr + bytes < r->addr)
 		return -EINVAL;
 	if (r->direction == FPGA_P2P_DIR_H2C) {
@@ -732,7 +820,8 @@ static int fp_ring_check(struct fp_dev *fdev, const struct fpga_p2p_ring *r,
  * has a ring of that direction; -ENOMEM; -EFAULT when the memory was
  * revoked meanwhile; nv-p2p's errno when pinning fails (-EFAULT for memory
  * not mapped writable); -EIO for an nv-p2p page table or mapping this
- * driver cannot use; -ENODEV when the device is gone; a transmit channel
+ * driver cannot use; -EOPNOTSUPP for completion records on a DMA path
+ * that needs syncs (fp_ring_check_status()); -ENODEV when the device is gone; a transmit channel
  * that does not start: fp_h2c_start()'s errors.
  */
 int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r)
@@ -756,7 +845,7 @@ int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r)
 	}
 	other = fp->ring[!dir];
 	if (other && r->addr < other->uaddr + other->bytes &&
-	    other->uaddr < r->addr + r->slot_bytes * r->nr_slots) {
+	    other->uaddr < r->addr + fp_ring_span(r)) {
 		ret = -EINVAL;		/* capture and transmit overlap */
 		goto unlock;
 	}
@@ -777,7 +866,8 @@ int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r)
 	ring->chunk_bytes = chunk_bytes;
 	ring->chunks = dir == FP_C2H ? r->slot_bytes / chunk_bytes : 1;
 	ring->uaddr = r->addr;
-	ring->bytes = r->slot_bytes * r->nr_slots;
+	ring->bytes = fp_ring_span(r);
+	ring->completion = r->flags & FPGA_P2P_RING_COMPLETION;
 	ring->state = FP_RING_BUILDING;
 	ring->ev_need = dir == FP_C2H ? ring->nr_slots * (ring->chunks + 1) :
 			ring->nr_slots;
@@ -823,6 +913,9 @@ int fp_ring_register(struct fp_file *fp, struct fpga_p2p_ring *r)
 		goto abort;
 	}
 	ret = fp_ring_build(ring);
+	if (ret)
+		goto abort;
+	ret = fp_ring_check_status(ring);
 	if (ret)
 		goto abort;
 	need = ring->ev_need + (other ? other->ev_need : 0);

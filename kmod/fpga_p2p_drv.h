@@ -243,6 +243,7 @@ struct fp_ring {
 	u64 uaddr;
 	u64 bytes;
 	u32 ev_need;			/* event queue entries it may use */
+	bool completion;		/* capture: completion records */
 
 	spinlock_t lock;		/* everything below that changes */
 	enum fp_ring_state state;

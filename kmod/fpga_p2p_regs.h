@@ -224,6 +224,21 @@ struct xdma_c2h_result {
 #define FP_META_LINK_ERROR		BIT(2)
 #define FP_META_FLAGS_MASK		GENMASK(2, 0)
 
+/*
+ * GPU-triggered processing: completion records (bit 8 of FP_UB_CAPS and of
+ * FP_UB_CTRL; board/fpga/registers.md, "Completion records"). A card with
+ * FP_UB_CAP_COMPLETION, started with FP_UB_CTRL_COMPLETION set, appends a
+ * struct fpga_p2p_completion (FP_COMPLETION_BYTES) to the stream after the
+ * last byte of every chunk, so a frame's packet is FRAME_BYTES plus
+ * FP_COMPLETION_BYTES per chunk; the driver points a descriptor of exactly
+ * that length at the slot's record in the ring's status page. The card
+ * never reads the record. Cards without it read bit 8 of FP_UB_CAPS as 0
+ * (one of the reserved bits) and ignore bit 8 of FP_UB_CTRL.
+ */
+#define FP_UB_CAP_COMPLETION		BIT(8)	/* writes completion records */
+#define FP_UB_CTRL_COMPLETION		BIT(8)	/* latched at ENABLE's rise */
+#define FP_COMPLETION_BYTES		32
+
 /* H2C tag FIFO: where each transmit packet goes, in packet order. */
 #define FP_UB_TAG_LEVEL			0x300	/* RO entries queued */
 #define FP_UB_TAG_BYTES			0x304	/* WO bytes of the next tag */

@@ -26,6 +26,9 @@ pub enum CudaError {
     /// The driver loads but reports no device.
     #[error("the CUDA driver reports no device")]
     NoDevice,
+    /// The driver lacks a function this program needs.
+    #[error("the CUDA driver lacks {what}")]
+    Missing { what: &'static str },
     /// The driver gave memory that cannot be used as asked.
     #[error("{op}: {reason}")]
     Memory {

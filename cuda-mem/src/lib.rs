@@ -19,6 +19,7 @@ mod device;
 mod error;
 mod library;
 mod mapped;
+pub mod memops;
 pub mod raw;
 
 pub use context::primary_context;
@@ -27,3 +28,4 @@ pub use device::DeviceMemory;
 pub use error::{CudaError, cuda_err};
 pub use library::Library;
 pub use mapped::{MappedHostBuffer, Mapping, PAGE_BYTES};
+pub use memops::{MemOpAttributes, StreamMemOps, mem_op_attributes};

@@ -37,7 +37,7 @@
 #define BAD_HANDLE	12345
 #define CAPS_KNOWN	(FPGA_P2P_CAP_CAPTURE | FPGA_P2P_CAP_TRANSMIT | \
 			 FPGA_P2P_CAP_TEST_PATTERN | FPGA_P2P_CAP_PLAYBACK | \
-			 FPGA_P2P_CAP_CHUNK_EVENTS)
+			 FPGA_P2P_CAP_CHUNK_EVENTS | FPGA_P2P_CAP_COMPLETION)
 /* The card's PCI IDs (kmod/fpga_p2p_regs.h) and its user block ID. */
 #define CARD_VENDOR	0x10ee
 #define CARD_DEVICE	0x9038
@@ -300,7 +300,13 @@ TEST_F_TIMEOUT(fpga, hostile_arguments, 120)
 
 	/* REGISTER: every rule of the header. */
 	r = capture_ring(mem, NR_SLOTS, SLOT_BYTES, CHUNK_BYTES);
-	r.reserved[1] = 1;
+	r.reserved[0] = 1;
+	EXPECT_ERRNO(EINVAL, ioctl(self->fd, FPGA_P2P_IOC_REGISTER, &r));
+	r = capture_ring(mem, NR_SLOTS, SLOT_BYTES, CHUNK_BYTES);
+	r.reserved0 = 1;
+	EXPECT_ERRNO(EINVAL, ioctl(self->fd, FPGA_P2P_IOC_REGISTER, &r));
+	r = capture_ring(mem, NR_SLOTS, SLOT_BYTES, CHUNK_BYTES);
+	r.flags = 1U << 7;	/* a flag the header does not define */
 	EXPECT_ERRNO(EINVAL, ioctl(self->fd, FPGA_P2P_IOC_REGISTER, &r));
 	r = capture_ring((char *)mem + 64, NR_SLOTS, SLOT_BYTES, CHUNK_BYTES);
 	EXPECT_ERRNO(EINVAL, ioctl(self->fd, FPGA_P2P_IOC_REGISTER, &r));
@@ -320,6 +326,10 @@ TEST_F_TIMEOUT(fpga, hostile_arguments, 120)
 	r.direction = 2;
 	EXPECT_ERRNO(EINVAL, ioctl(self->fd, FPGA_P2P_IOC_REGISTER, &r));
 	r.direction = FPGA_P2P_DIR_H2C;		/* transmit: no chunks */
+	EXPECT_ERRNO(EINVAL, ioctl(self->fd, FPGA_P2P_IOC_REGISTER, &r));
+	r = capture_ring(mem, 1, SLOT_BYTES, 0);
+	r.direction = FPGA_P2P_DIR_H2C;
+	r.flags = FPGA_P2P_RING_COMPLETION;	/* completion records: capture only */
 	EXPECT_ERRNO(EINVAL, ioctl(self->fd, FPGA_P2P_IOC_REGISTER, &r));
 	r = capture_ring(mem, NR_SLOTS, SLOT_BYTES, CHUNK_BYTES);
 	r.addr = UINT64_MAX & ~(__u64)(FPGA_P2P_SLOT_ALIGN - 1);

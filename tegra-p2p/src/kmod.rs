@@ -254,6 +254,9 @@ pub struct KmodSource {
     /// An error of a release on drop, reported by the next call.
     deferred: Cell<Option<Errno>>,
     tx: Option<TxRing>,
+    /// The ring was registered with its status page: the card writes the
+    /// slots' completion records.
+    completion: bool,
     ring: RingMemory,
 }
 
@@ -275,6 +278,33 @@ impl KmodSource {
 
     /// Same with an explicit device node.
     pub fn open_path(path: impl AsRef<Path>, ring: RingMemory, chunk_bytes: usize) -> Result<Self> {
+        Self::open_inner(path.as_ref(), ring, chunk_bytes, false)
+    }
+
+    /// As [`KmodSource::open`], and the ring's status page registered with
+    /// it when the card writes completion records
+    /// (`FPGA_P2P_CAP_COMPLETION`): then [`FrameSource::completion`] gives
+    /// them (GPU-triggered processing); on a card without them the ring is
+    /// registered as by `open` and `completion()` is `None`.
+    pub fn open_with_records(index: u32, ring: RingMemory, chunk_bytes: usize) -> Result<Self> {
+        Self::open_inner(&device_path(index), ring, chunk_bytes, true)
+    }
+
+    /// [`KmodSource::open_with_records`] with an explicit device node.
+    pub fn open_path_with_records(
+        path: impl AsRef<Path>,
+        ring: RingMemory,
+        chunk_bytes: usize,
+    ) -> Result<Self> {
+        Self::open_inner(path.as_ref(), ring, chunk_bytes, true)
+    }
+
+    fn open_inner(
+        path: &Path,
+        ring: RingMemory,
+        chunk_bytes: usize,
+        records: bool,
+    ) -> Result<Self> {
         let dev = Device::open(path)?;
         let info = dev.check_version()?;
         if info.caps & FPGA_P2P_CAP_CAPTURE == 0 {
@@ -310,18 +340,45 @@ impl KmodSource {
             what: "chunk_bytes",
             reason: format!("{chunk_bytes} does not fit the uapi"),
         })?;
+        let chunks = if chunk_bytes == 0 {
+            1
+        } else {
+            ring.slot_bytes() / chunk_bytes
+        };
+        // The status page goes with the ring when asked for and the card
+        // writes completion records (GPU-triggered processing).
+        let completion = records
+            && info.caps & FPGA_P2P_CAP_COMPLETION != 0
+            && ring.completion_words(chunks as u32).is_some();
         let mut r = fpga_p2p_ring {
             addr: ring.base() as u64,
             slot_bytes: ring.slot_bytes() as u64,
             nr_slots: ring.nr_slots(),
             direction: FPGA_P2P_DIR_C2H,
             chunk_bytes: chunk,
+            flags: if completion {
+                FPGA_P2P_RING_COMPLETION
+            } else {
+                0
+            },
             ..Default::default()
         };
         // SAFETY: the ring is owned by the returned source, which unregisters
         // (or closes the device) before the memory is freed, and reads a slot
-        // only while the module has handed it over.
-        let handle = unsafe { dev.register(&mut r) }?;
+        // only while the module has handed it over; the status page after
+        // the slots (registered with the completion flag) is only touched
+        // atomically (CompletionWords).
+        let (handle, completion) = match unsafe { dev.register(&mut r) } {
+            Ok(h) => (h, completion),
+            // A DMA path that needs syncs (bounce buffering, caches the
+            // card does not snoop): no records, the ring as without them.
+            Err(e) if completion && e.errno() == Some(Errno::EOPNOTSUPP) => {
+                r.flags = 0;
+                // SAFETY: as above.
+                (unsafe { dev.register(&mut r) }?, false)
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Self {
             dev,
             info,
@@ -337,6 +394,7 @@ impl KmodSource {
             pending: Cell::new(FPGA_P2P_NO_SLOT),
             deferred: Cell::new(None),
             tx: None,
+            completion,
             ring,
         })
     }
@@ -521,6 +579,14 @@ impl FrameSource for KmodSource {
 
     fn chunk_bytes(&self) -> usize {
         self.chunk_bytes
+    }
+
+    fn completion(&self) -> Option<crate::ring::CompletionWords<'_>> {
+        if !self.completion {
+            return None;
+        }
+        self.ring
+            .completion_words((self.ring.slot_bytes() / self.chunk_bytes.max(1)) as u32)
     }
 
     fn start(&mut self, params: &StartParams) -> Result<()> {

@@ -30,6 +30,7 @@ pub mod kmod;
 pub mod pattern;
 pub mod phc;
 mod queue;
+pub mod record_check;
 pub mod ring;
 pub mod sim;
 pub mod source;
@@ -37,8 +38,8 @@ pub mod uapi;
 
 pub use error::{Error, Result};
 pub use kmod::KmodSource;
-pub use pattern::{Mismatch, SequenceTracker, check_crc, crc32, verify_test_pattern};
-pub use ring::{MemoryKind, RingConfig, RingMemory};
+pub use pattern::{Mismatch, SequenceTracker, check_crc, crc32, verify_chunk, verify_test_pattern};
+pub use ring::{CompletionWords, MemoryKind, RingConfig, RingMemory};
 pub use sim::{ProducerScheduling, SimConfig, SimFaults, SimPacing, SimSource};
 pub use source::{
     CaptureClock, ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SourceMode,

@@ -97,49 +97,71 @@ pub fn fill_frame(dst: &mut [u8], seq: u64, chunk_bytes: usize) {
 /// a mismatch at offset 0.
 pub fn verify_test_pattern(frame: &[u8], seq: u64, chunk_bytes: usize) -> Result<(), Mismatch> {
     check_geometry(frame.len(), chunk_bytes)?;
+    for (c, chunk) in frame.chunks(chunk_bytes).enumerate() {
+        verify_one_chunk(chunk, seq, c, chunk_bytes)?;
+    }
+    Ok(())
+}
+
+/// Checks chunk `c` of frame `seq` alone (`chunk`: its bytes, a whole chunk
+/// of `chunk_bytes`): what a consumer that a completion record told "chunk
+/// `c` landed" can check before the frame completes. Offsets in the
+/// mismatch are the frame's.
+pub fn verify_chunk(chunk: &[u8], seq: u64, c: usize, chunk_bytes: usize) -> Result<(), Mismatch> {
+    check_geometry(chunk.len(), chunk_bytes)?;
+    if chunk.len() != chunk_bytes {
+        return Err(Mismatch {
+            offset: c * chunk_bytes,
+            chunk: c,
+            expected: chunk_bytes as u32,
+            got: chunk.len() as u32,
+        });
+    }
+    verify_one_chunk(chunk, seq, c, chunk_bytes)
+}
+
+fn verify_one_chunk(chunk: &[u8], seq: u64, c: usize, chunk_bytes: usize) -> Result<(), Mismatch> {
     let chunk_words = (chunk_bytes / 4) as u32;
     let mix = seq_mix(seq);
-    for (c, chunk) in frame.chunks(chunk_bytes).enumerate() {
-        let base = (c as u32).wrapping_mul(chunk_words);
-        let words = chunk.chunks_exact(4);
-        let head = [CHUNK_MARKER, seq as u32, (seq >> 32) as u32, c as u32];
-        let nhead = words.len().min(4);
-        let mut diff = 0u32;
-        for (wb, h) in words.clone().zip(head) {
-            diff |= le32(wb) ^ h;
-        }
-        // Body in blocks: one OR-reduction per block, exact search on failure.
-        const BLOCK: usize = 256;
-        let body = &chunk[(nhead * 4).min(chunk.len())..];
-        let mut k0 = 4u32;
-        if diff == 0 {
-            for block in body.chunks(BLOCK * 4) {
-                let mut acc = 0u32;
-                for (i, wb) in block.chunks_exact(4).enumerate() {
-                    let e = base.wrapping_add(k0 + i as u32).wrapping_mul(W_MUL) ^ mix;
-                    acc |= le32(wb) ^ e;
-                }
-                if acc != 0 {
-                    diff = acc;
-                    break;
-                }
-                k0 += (block.len() / 4) as u32;
+    let base = (c as u32).wrapping_mul(chunk_words);
+    let words = chunk.chunks_exact(4);
+    let head = [CHUNK_MARKER, seq as u32, (seq >> 32) as u32, c as u32];
+    let nhead = words.len().min(4);
+    let mut diff = 0u32;
+    for (wb, h) in words.clone().zip(head) {
+        diff |= le32(wb) ^ h;
+    }
+    // Body in blocks: one OR-reduction per block, exact search on failure.
+    const BLOCK: usize = 256;
+    let body = &chunk[(nhead * 4).min(chunk.len())..];
+    let mut k0 = 4u32;
+    if diff == 0 {
+        for block in body.chunks(BLOCK * 4) {
+            let mut acc = 0u32;
+            for (i, wb) in block.chunks_exact(4).enumerate() {
+                let e = base.wrapping_add(k0 + i as u32).wrapping_mul(W_MUL) ^ mix;
+                acc |= le32(wb) ^ e;
             }
+            if acc != 0 {
+                diff = acc;
+                break;
+            }
+            k0 += (block.len() / 4) as u32;
         }
-        if diff != 0 {
-            // Slow path: find the first differing word of this chunk.
-            for (k, wb) in words.enumerate() {
-                let w = base.wrapping_add(k as u32);
-                let expected = expected_word(w, seq, chunk_words);
-                let got = le32(wb);
-                if got != expected {
-                    return Err(Mismatch {
-                        offset: c * chunk_bytes + k * 4,
-                        chunk: c,
-                        expected,
-                        got,
-                    });
-                }
+    }
+    if diff != 0 {
+        // Slow path: find the first differing word of this chunk.
+        for (k, wb) in words.enumerate() {
+            let w = base.wrapping_add(k as u32);
+            let expected = expected_word(w, seq, chunk_words);
+            let got = le32(wb);
+            if got != expected {
+                return Err(Mismatch {
+                    offset: c * chunk_bytes + k * 4,
+                    chunk: c,
+                    expected,
+                    got,
+                });
             }
         }
     }

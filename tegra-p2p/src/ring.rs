@@ -9,7 +9,10 @@
 //! Without CUDA: anonymous page-aligned `mmap`, populated and `mlock`ed.
 //!
 //! Either way the ring starts one guard page past the start of its
-//! allocation and is marked `MADV_DONTFORK`. NVIDIA's Tegra `nvidia-p2p`
+//! allocation and is marked `MADV_DONTFORK`. One more page follows the last
+//! slot: the status page, where the card writes each slot's completion
+//! record after every chunk (GPU-triggered processing, [`CompletionWords`]);
+//! it is registered with the ring when the card writes them. NVIDIA's Tegra `nvidia-p2p`
 //! revokes a registration on any mmu-notifier invalidation whose range holds
 //! the ring's start address, its end included: without the guard, a munmap
 //! or mprotect of the mapping that ends exactly where the ring starts would
@@ -18,12 +21,22 @@
 
 use std::ptr::NonNull;
 
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
 use crate::error::{Error, Result};
-use crate::uapi::FPGA_P2P_SLOT_ALIGN;
+use crate::uapi::{
+    FPGA_P2P_COMPLETION_MAGIC, FPGA_P2P_SLOT_ALIGN, FPGA_P2P_STATUS_BYTES, fpga_p2p_completion,
+};
 
 const ALIGN: usize = FPGA_P2P_SLOT_ALIGN as usize;
 /// Bytes of the allocation below the ring's start that no registration covers.
 pub const GUARD_BYTES: usize = ALIGN;
+/// Bytes of the status page after the last slot.
+pub const STATUS_BYTES: usize = FPGA_P2P_STATUS_BYTES as usize;
+/// Bytes of one slot's completion record in the status page.
+pub const COMPLETION_BYTES: usize = std::mem::size_of::<fpga_p2p_completion>();
+/// The most slots whose records fit the status page.
+pub const MAX_COMPLETION_SLOTS: usize = STATUS_BYTES / COMPLETION_BYTES / 2;
 
 /// The most bytes a slot may hold: the kernel module's limit
 /// (`FP_MAX_SLOT_BYTES` in kmod/fpga_p2p_drv.h, reported by INFO as
@@ -90,6 +103,8 @@ pub struct RingMemory {
     backing: Backing,
     locked: bool,
     device_ptrs: Vec<u64>,
+    /// Device address of the status page (CUDA memory only).
+    status_device: Option<u64>,
     warnings: Vec<String>,
 }
 
@@ -169,16 +184,18 @@ impl RingMemory {
             portable: true,
             align: ALIGN,
         };
-        let alloc = cuda_mem::MappedHostBuffer::new(&ctx, len + GUARD_BYTES, mapping)?;
+        let alloc =
+            cuda_mem::MappedHostBuffer::new(&ctx, GUARD_BYTES + len + STATUS_BYTES, mapping)?;
         // SAFETY: the allocation holds GUARD_BYTES more than the ring.
         let base = unsafe { NonNull::new_unchecked(alloc.host_ptr().add(GUARD_BYTES)) };
-        if let Err(e) = dont_fork(base, len) {
+        if let Err(e) = dont_fork(base, len + STATUS_BYTES) {
             warnings.push(format!("ring not excluded from fork(): {e}"));
         }
         let mut device_ptrs = Vec::with_capacity(cfg.nr_slots as usize);
         for s in 0..cfg.nr_slots as usize {
             device_ptrs.push(alloc.device_ptr_at(GUARD_BYTES + s * cfg.slot_bytes)?);
         }
+        let status_device = alloc.device_ptr_at(GUARD_BYTES + len)?;
         if let Err(e) = alloc.set_sync_memops(device_ptrs[0]) {
             warnings.push(format!("CU_POINTER_ATTRIBUTE_SYNC_MEMOPS not set: {e}"));
         }
@@ -190,6 +207,7 @@ impl RingMemory {
             // cuMemHostAlloc memory is page-locked by the driver.
             locked: true,
             device_ptrs,
+            status_device: Some(status_device),
             warnings,
         })
     }
@@ -202,12 +220,12 @@ impl RingMemory {
     }
 
     fn new_host(cfg: &RingConfig, len: usize, mut warnings: Vec<String>) -> Result<Self> {
-        let total = len
-            .checked_add(GUARD_BYTES)
-            .ok_or_else(|| Error::InvalidArgument {
-                what: "ring size",
-                reason: "too large".into(),
-            })?;
+        let total =
+            len.checked_add(GUARD_BYTES + STATUS_BYTES)
+                .ok_or_else(|| Error::InvalidArgument {
+                    what: "ring size",
+                    reason: "too large".into(),
+                })?;
         // The guard page and the ring in one reservation, no access yet.
         // SAFETY: anonymous private mapping chosen by the kernel; no existing
         // memory is affected. The result is checked against MAP_FAILED.
@@ -241,7 +259,7 @@ impl RingMemory {
         let p = unsafe {
             libc::mmap(
                 start.as_ptr().add(GUARD_BYTES).cast(),
-                len,
+                len + STATUS_BYTES,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE | libc::MAP_FIXED,
                 -1,
@@ -258,7 +276,7 @@ impl RingMemory {
             op: "mmap",
             reason: "null mapping".into(),
         })?;
-        dont_fork(base, len).map_err(unmap)?;
+        dont_fork(base, len + STATUS_BYTES).map_err(unmap)?;
         let mut ring = Self {
             base,
             nr_slots: cfg.nr_slots,
@@ -266,10 +284,11 @@ impl RingMemory {
             backing: Backing::Mmap { start, len: total },
             locked: false,
             device_ptrs: Vec::new(),
+            status_device: None,
             warnings: Vec::new(),
         };
         // SAFETY: the range is the mapping just created.
-        if unsafe { libc::mlock(p, len) } == 0 {
+        if unsafe { libc::mlock(p, len + STATUS_BYTES) } == 0 {
             ring.locked = true;
         } else {
             let err = std::io::Error::last_os_error();
@@ -320,6 +339,22 @@ impl RingMemory {
     pub fn slot_device_ptr(&self, slot: u32) -> Option<u64> {
         self.device_ptrs.get(slot as usize).copied()
     }
+    /// Host address of the status page, right after the last slot.
+    pub fn status_ptr(&self) -> *mut u8 {
+        // SAFETY: the allocation holds STATUS_BYTES past the last slot.
+        unsafe { self.base.as_ptr().add(self.len()) }
+    }
+    /// Device address of the status page (None without CUDA memory).
+    pub fn status_device_ptr(&self) -> Option<u64> {
+        self.status_device
+    }
+    /// The slots' completion records in the status page, for frames of
+    /// `chunks` chunks; None when the ring has more slots than the page
+    /// has records for, or `chunks` is 0.
+    pub fn completion_words(&self, chunks: u32) -> Option<CompletionWords<'_>> {
+        (chunks > 0 && self.nr_slots as usize <= MAX_COMPLETION_SLOTS)
+            .then_some(CompletionWords { ring: self, chunks })
+    }
     /// Whether the memory is CUDA mapped host memory.
     pub fn is_cuda(&self) -> bool {
         !self.device_ptrs.is_empty()
@@ -349,6 +384,144 @@ impl RingMemory {
                 len,
             )
         }
+    }
+}
+
+/// The completion records of a ring's slots in its status page
+/// (`struct fpga_p2p_completion`, docs/capture-path.md): after the last
+/// byte of each chunk the card (or the simulator) writes the slot's record,
+/// `chunks` last; the consumer resets `chunks` to 0 before it releases the
+/// slot. A GPU waits on `chunks` through [`Self::device_ptr`]; the CPU side
+/// reads, resets and, to cancel a GPU's waits, satisfies it here.
+#[derive(Clone, Copy)]
+pub struct CompletionWords<'a> {
+    ring: &'a RingMemory,
+    chunks: u32,
+}
+
+impl std::fmt::Debug for CompletionWords<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompletionWords")
+            .field("slots", &self.ring.nr_slots)
+            .field("chunks", &self.chunks)
+            .finish()
+    }
+}
+
+impl<'a> CompletionWords<'a> {
+    /// Slots with a record.
+    pub fn slots(&self) -> u32 {
+        self.ring.nr_slots
+    }
+    /// Chunks of a frame: the value `chunks` reaches when a frame has landed.
+    pub fn chunks_per_frame(&self) -> u32 {
+        self.chunks
+    }
+    /// Byte offset of `slot`'s record in the status page.
+    pub fn offset(slot: u32) -> usize {
+        slot as usize * COMPLETION_BYTES
+    }
+    fn record(&self, slot: u32) -> *mut u8 {
+        assert!(slot < self.ring.nr_slots, "slot {slot} outside the ring");
+        // SAFETY: slot < nr_slots <= MAX_COMPLETION_SLOTS keeps the record
+        // inside the status page.
+        unsafe { self.ring.status_ptr().add(Self::offset(slot)) }
+    }
+    /// `slot`'s `chunks` word itself (for a consumer that keeps its
+    /// address, or waits on it).
+    pub fn word(&self, slot: u32) -> &'a AtomicU32 {
+        // SAFETY: the record is 8-byte aligned (a page plus a multiple of
+        // 32) in memory that lives as long as the ring; the card and the
+        // GPU write it concurrently, so it is only touched atomically.
+        unsafe { AtomicU32::from_ptr(self.record(slot).cast()) }
+    }
+    fn field64(&self, slot: u32, offset: usize) -> &'a AtomicU64 {
+        // SAFETY: as in `word`; offset is 8 or 24, 8-byte aligned.
+        unsafe { AtomicU64::from_ptr(self.record(slot).add(offset).cast()) }
+    }
+    /// Device address of `slot`'s `chunks` word (CUDA ring memory only).
+    pub fn device_ptr(&self, slot: u32) -> Option<u64> {
+        assert!(slot < self.ring.nr_slots, "slot {slot} outside the ring");
+        self.ring
+            .status_device
+            .map(|d| d + Self::offset(slot) as u64)
+    }
+    /// Chunks of the frame in `slot` that have landed (Acquire: the
+    /// chunks' bytes are visible once this says so).
+    pub fn landed(&self, slot: u32) -> u32 {
+        self.word(slot).load(Ordering::Acquire)
+    }
+    /// The whole record, field by field (not one atomic read: a record
+    /// being rewritten can mix two chunks' fields).
+    pub fn snapshot(&self, slot: u32) -> fpga_p2p_completion {
+        let rec = self.record(slot);
+        // SAFETY: as in `word`; offsets 4 and 16 are 4-byte aligned.
+        let (magic, chunk) = unsafe {
+            (
+                AtomicU32::from_ptr(rec.add(4).cast()).load(Ordering::Relaxed),
+                AtomicU32::from_ptr(rec.add(16).cast()).load(Ordering::Relaxed),
+            )
+        };
+        fpga_p2p_completion {
+            chunks: self.landed(slot),
+            magic,
+            sequence: self.sequence(slot),
+            chunk,
+            reserved0: 0,
+            timestamp_ns: self.timestamp_ns(slot),
+        }
+    }
+    /// The record's frame sequence number (valid once `landed` > 0).
+    pub fn sequence(&self, slot: u32) -> u64 {
+        self.field64(slot, 8).load(Ordering::Relaxed)
+    }
+    /// When the record was written (the card's clock; the simulator's
+    /// CLOCK_MONOTONIC).
+    pub fn timestamp_ns(&self, slot: u32) -> u64 {
+        self.field64(slot, 24).load(Ordering::Relaxed)
+    }
+    /// Byte offset in the status page of the consumer's scratch word: the
+    /// page's second half is never written by the card (its records end at
+    /// MAX_COMPLETION_SLOTS), and a GPU's self-test of waits on the ring's
+    /// memory uses this word.
+    pub const SCRATCH_OFFSET: usize = STATUS_BYTES / 2;
+    /// The scratch word (see [`Self::SCRATCH_OFFSET`]).
+    pub fn scratch(&self) -> &'a AtomicU32 {
+        // SAFETY: inside the status page, 4-byte aligned, lives with the ring.
+        unsafe { AtomicU32::from_ptr(self.ring.status_ptr().add(Self::SCRATCH_OFFSET).cast()) }
+    }
+    /// Device address of the scratch word (CUDA ring memory only).
+    pub fn scratch_device_ptr(&self) -> Option<u64> {
+        self.ring
+            .status_device
+            .map(|d| d + Self::SCRATCH_OFFSET as u64)
+    }
+    /// The consumer's reset, before it releases the slot.
+    pub fn reset(&self, slot: u32) {
+        self.word(slot).store(0, Ordering::Release);
+    }
+    /// Says every chunk of `slot` landed, whatever did: what a consumer
+    /// writes to let a GPU that waits on the word go on when no frame will
+    /// come (a stop, a stalled or revoked source). The slot's contents are
+    /// then not a frame.
+    pub fn satisfy(&self, slot: u32) {
+        self.word(slot).store(self.chunks, Ordering::Release);
+    }
+    /// Writes `slot`'s record for chunk `chunk` of frame `sequence` the way
+    /// the card does: after the chunk's bytes, `chunks` last (Release).
+    pub(crate) fn publish(&self, slot: u32, sequence: u64, chunk: u32, timestamp_ns: u64) {
+        let rec = self.record(slot);
+        // SAFETY: as in `word`; the other fields are written only by the
+        // writer of the slot (the producer while it fills it).
+        unsafe {
+            AtomicU32::from_ptr(rec.add(4).cast())
+                .store(FPGA_P2P_COMPLETION_MAGIC, Ordering::Relaxed);
+            AtomicU32::from_ptr(rec.add(16).cast()).store(chunk, Ordering::Relaxed);
+        }
+        self.field64(slot, 8).store(sequence, Ordering::Relaxed);
+        self.field64(slot, 24)
+            .store(timestamp_ns, Ordering::Relaxed);
+        self.word(slot).store(chunk + 1, Ordering::Release);
     }
 }
 

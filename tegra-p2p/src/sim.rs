@@ -22,7 +22,7 @@ use crate::clock::{monotonic_ns, sleep_until_ns, tai_of_monotonic};
 use crate::error::{Error, Result};
 use crate::pattern;
 use crate::queue::{EventQueue, SlotFifo};
-use crate::ring::RingMemory;
+use crate::ring::{CompletionWords, RingMemory};
 use crate::source::{
     CaptureClock, ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SlotRelease,
     SourceMode, StartParams, TxTarget,
@@ -408,6 +408,11 @@ impl FrameSource for SimSource {
         self.cfg.chunk_bytes
     }
 
+    fn completion(&self) -> Option<CompletionWords<'_>> {
+        let ring = &self.shared.ring;
+        ring.completion_words((ring.slot_bytes() / self.cfg.chunk_bytes) as u32)
+    }
+
     fn start(&mut self, params: &StartParams) -> Result<()> {
         if self.producer.is_some() {
             return Err(Error::InvalidArgument {
@@ -734,6 +739,7 @@ impl Producer {
         let ring = &sh.ring;
         let slot_bytes = ring.slot_bytes();
         let nchunks = slot_bytes / self.chunk_bytes;
+        let words = ring.completion_words(nchunks as u32);
         let period_ns = self.period.as_nanos().min(u64::MAX as u128) as u64;
         let frame_ns = period_ns * nchunks as u64;
         let mut t_next = monotonic_ns();
@@ -830,7 +836,15 @@ impl Producer {
                 }
                 let off = chunk * self.chunk_bytes;
                 if off >= bytes {
-                    break;
+                    // A short frame: padded with zeros to the slot's size,
+                    // as the card does, and its completion record still
+                    // counts every chunk.
+                    // SAFETY: as below (the slot is FILLING, ours).
+                    unsafe { ring.slot_mut(slot, off, self.chunk_bytes) }.fill(0);
+                    if let Some(words) = &words {
+                        words.publish(slot, seq, chunk as u32, monotonic_ns());
+                    }
+                    continue;
                 }
                 let len = self.chunk_bytes.min(bytes - off);
                 // SAFETY: this thread claimed the slot (FILLING) and is its only writer;
@@ -854,6 +868,11 @@ impl Producer {
                         inc(&c.chunks_late);
                     }
                     c.max_lateness_ns.fetch_max(lateness, Ordering::Relaxed);
+                }
+                // The chunk's completion record after its bytes, as the
+                // card writes it (Release: the bytes are visible first).
+                if let Some(words) = &words {
+                    words.publish(slot, seq, chunk as u32, monotonic_ns());
                 }
                 inc(&c.chunks);
                 inc(&c.irqs);

@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::ring::RingMemory;
+use crate::ring::{CompletionWords, RingMemory};
 use crate::uapi;
 
 /// Counters of a source (the kernel module's `struct fpga_p2p_counters`).
@@ -363,6 +363,13 @@ pub trait FrameSource: SlotRelease {
     fn ring(&self) -> &RingMemory;
     /// DMA chunk size.
     fn chunk_bytes(&self) -> usize;
+    /// The slots' completion records, when the source writes them (the
+    /// simulator always; the kernel module when the card writes them and
+    /// the ring was registered with its status page): what GPU-triggered
+    /// processing waits on (docs/capture-path.md).
+    fn completion(&self) -> Option<CompletionWords<'_>> {
+        None
+    }
     /// Starts streaming.
     fn start(&mut self, params: &StartParams) -> Result<()>;
     /// Stops streaming; undelivered frames are discarded and their slots freed.

@@ -16,6 +16,15 @@ pub const FPGA_P2P_CAP_TRANSMIT: u32 = 1 << 1;
 pub const FPGA_P2P_CAP_TEST_PATTERN: u32 = 1 << 2;
 pub const FPGA_P2P_CAP_PLAYBACK: u32 = 1 << 3;
 pub const FPGA_P2P_CAP_CHUNK_EVENTS: u32 = 1 << 4;
+/// The card writes completion records (GPU-triggered processing).
+pub const FPGA_P2P_CAP_COMPLETION: u32 = 1 << 8;
+
+/// REGISTER flag: the ring has a status page of completion records.
+pub const FPGA_P2P_RING_COMPLETION: u32 = 1 << 0;
+/// Bytes of the status page after a ring's last slot.
+pub const FPGA_P2P_STATUS_BYTES: u32 = 4096;
+/// `fpga_p2p_completion.magic`.
+pub const FPGA_P2P_COMPLETION_MAGIC: u32 = 0x434f_4d50;
 
 pub const FPGA_P2P_DIR_C2H: u32 = 0;
 pub const FPGA_P2P_DIR_H2C: u32 = 1;
@@ -80,8 +89,26 @@ pub struct fpga_p2p_ring {
     pub direction: u32,
     pub chunk_bytes: u32,
     pub handle: u32,
-    pub reserved: [u64; 2],
+    pub flags: u32,
+    pub reserved0: u32,
+    pub reserved: [u64; 1],
 }
+
+/// `struct fpga_p2p_completion`: a slot's completion record in the status
+/// page; the card writes it after each chunk, the consumer resets `chunks`
+/// before it releases the slot.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct fpga_p2p_completion {
+    pub chunks: u32,
+    pub magic: u32,
+    pub sequence: u64,
+    pub chunk: u32,
+    pub reserved0: u32,
+    pub timestamp_ns: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<fpga_p2p_completion>() == 32);
 
 /// `struct fpga_p2p_start`
 #[repr(C)]
@@ -218,6 +245,10 @@ nix::ioctl_readwrite!(ioctl_wait, FPGA_P2P_IOC_MAGIC, 0x08, fpga_p2p_wait);
 pub const STRUCT_SIZES: &[(&str, usize)] = &[
     ("fpga_p2p_info", core::mem::size_of::<fpga_p2p_info>()),
     ("fpga_p2p_ring", core::mem::size_of::<fpga_p2p_ring>()),
+    (
+        "fpga_p2p_completion",
+        core::mem::size_of::<fpga_p2p_completion>(),
+    ),
     ("fpga_p2p_start", core::mem::size_of::<fpga_p2p_start>()),
     ("fpga_p2p_release", core::mem::size_of::<fpga_p2p_release>()),
     ("fpga_p2p_tx", core::mem::size_of::<fpga_p2p_tx>()),

@@ -702,3 +702,101 @@ fn the_producer_takes_the_priority_asked_for() {
         .release()
         .unwrap();
 }
+
+/// GPU-triggered processing's contract (docs/capture-path.md): after the
+/// last byte of each chunk the source writes the slot's completion record,
+/// and when a record says `n` chunks landed, chunks `0..n` of the slot hold
+/// the frame's bytes. A checker thread watches every slot's record as a GPU
+/// would, and checks each chunk against the test pattern the moment its
+/// record says it landed, before the frame event; across drops at the source
+/// (a slow consumer), fault drops and short frames, up to a revocation,
+/// after which no record changes. The consumer resets a slot's count
+/// before it releases the slot.
+#[test]
+fn completion_records_say_which_chunks_landed() {
+    use tegra_p2p::record_check::RecordChecker;
+    use tegra_p2p::uapi::FPGA_P2P_COMPLETION_MAGIC;
+
+    const SLOTS: u32 = 4;
+    const CHUNKS: u32 = (SLOT / CHUNK) as u32;
+    const FRAMES: u64 = 400;
+    let faults = SimFaults {
+        drop_every: 7,
+        short_every: 11,
+        revoke_at: Some(FRAMES),
+        ..SimFaults::default()
+    };
+    let mut s = sim(SLOTS, SLOT, CHUNK, faults);
+    {
+        let words = s
+            .completion()
+            .expect("the simulator writes completion records");
+        assert_eq!(words.chunks_per_frame(), CHUNKS);
+        assert_eq!(words.slots(), SLOTS);
+        for slot in 0..SLOTS {
+            assert_eq!(words.landed(slot), 0, "a fresh ring's records are zero");
+        }
+    }
+    // SAFETY: the checker is stopped before the source (and its ring) is
+    // dropped; each slot is released only after its frame was checked.
+    let mut checker = unsafe { RecordChecker::start(s.ring(), CHUNK) };
+    s.start(&StartParams::test_pattern().with_chunk_period(Duration::from_micros(100)))
+        .unwrap();
+    let words = s.completion().expect("completion records");
+    let mut frames = 0u64;
+    let mut dropped = 0u64;
+    let mut shorts = 0u64;
+    let end = loop {
+        let f = match s.next_frame(Some(Duration::from_secs(5))) {
+            Ok(f) => f,
+            Err(e) => break e,
+        };
+        frames += 1;
+        dropped += u64::from(f.dropped_before());
+        let slot = f.slot();
+        let rec = words.snapshot(slot);
+        assert_eq!(rec.magic, FPGA_P2P_COMPLETION_MAGIC);
+        assert_eq!(rec.sequence, f.sequence(), "the record is the frame's");
+        assert_eq!(rec.chunks, CHUNKS, "every chunk counted, short frames too");
+        assert_eq!(rec.chunk, CHUNKS - 1);
+        // The checker saw every chunk of the frame before the release.
+        checker
+            .wait_verified(slot, f.sequence(), Duration::from_secs(5))
+            .unwrap();
+        if f.flags() & FPGA_P2P_EVF_SHORT == 0 {
+            verify_test_pattern(f.data(), f.sequence(), CHUNK).unwrap();
+            assert!(
+                !checker.padded(slot, f.sequence()),
+                "zeros in a whole frame"
+            );
+        } else {
+            shorts += 1;
+        }
+        // A slow consumer now and then: the source drops frames.
+        if frames % 13 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        words.reset(slot);
+        f.release().unwrap();
+    };
+    assert!(matches!(end, Error::Revoked { .. }), "{end}");
+    // After the revocation nothing is written any more.
+    let before: Vec<_> = (0..SLOTS).map(|s| words.snapshot(s)).collect();
+    std::thread::sleep(Duration::from_millis(20));
+    let after: Vec<_> = (0..SLOTS).map(|s| words.snapshot(s)).collect();
+    assert_eq!(before, after, "records written after the revocation");
+    checker.stop();
+    assert!(frames > 100, "{frames} frames");
+    assert!(dropped > 0, "no drops");
+    assert!(shorts > 0, "no short frames");
+    assert_eq!(
+        checker.failures(),
+        0,
+        "chunks missing: {:?}",
+        checker.first_failure()
+    );
+    println!(
+        "completion records: {frames} frames ({shorts} short), {dropped} dropped, {} chunks checked when their records said so",
+        checker.checked()
+    );
+}

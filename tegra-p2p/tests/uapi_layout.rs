@@ -45,7 +45,9 @@ fn rust_fields() -> Vec<(String, String, usize, usize)> {
             reserved => reserved }
         fpga_p2p_ring { addr => addr, slot_bytes => slot_bytes, nr_slots => nr_slots,
             direction => direction, chunk_bytes => chunk_bytes, handle => handle,
-            reserved => reserved }
+            flags => flags, reserved0 => reserved0, reserved => reserved }
+        fpga_p2p_completion { chunks => chunks, magic => magic, sequence => sequence,
+            chunk => chunk, reserved0 => reserved0, timestamp_ns => timestamp_ns }
         fpga_p2p_start { handle => handle, source => source, chunk_period_ns => chunk_period_ns,
             flags => flags, playback_frames => playback_frames,
             event_timeout_ms => event_timeout_ms, reserved => reserved }
@@ -81,6 +83,13 @@ fn rust_constants() -> BTreeMap<&'static str, u64> {
         (
             "FPGA_P2P_CAP_CHUNK_EVENTS",
             FPGA_P2P_CAP_CHUNK_EVENTS.into(),
+        ),
+        ("FPGA_P2P_CAP_COMPLETION", FPGA_P2P_CAP_COMPLETION.into()),
+        ("FPGA_P2P_RING_COMPLETION", FPGA_P2P_RING_COMPLETION.into()),
+        ("FPGA_P2P_STATUS_BYTES", FPGA_P2P_STATUS_BYTES.into()),
+        (
+            "FPGA_P2P_COMPLETION_MAGIC",
+            FPGA_P2P_COMPLETION_MAGIC.into(),
         ),
         ("FPGA_P2P_DIR_C2H", FPGA_P2P_DIR_C2H.into()),
         ("FPGA_P2P_DIR_H2C", FPGA_P2P_DIR_H2C.into()),

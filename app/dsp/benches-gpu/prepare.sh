@@ -34,8 +34,11 @@ cargo build --release -p radard --bin radard
 cp target/release/radard "$DEST/radard"
 cp "$(exe hot_loop_alloc test radard)" "$DEST/radard_hot_loop_alloc"
 cp "$(exe loop_floor bench radard bench)" "$DEST/loop_floor"
-strip "$DEST/radar-dsp" "$DEST/cuda_matches_cpu" "$DEST/radar_dsp_unit" "$DEST/radard" "$DEST/radard_hot_loop_alloc" "$DEST/loop_floor"
+cp "$(exe trigger_latency bench radard bench)" "$DEST/trigger_latency"
+strip "$DEST/radar-dsp" "$DEST/cuda_matches_cpu" "$DEST/radar_dsp_unit" "$DEST/radard" "$DEST/radard_hot_loop_alloc" "$DEST/loop_floor" "$DEST/trigger_latency"
 cp "$(dirname "$0")/run.sh" "$(dirname "$0")/culibs.sh" "$(dirname "$0")/ncu_table.py" "$(dirname "$0")/correlate.py" "$DEST/"
+# GPU-triggered processing's checks and figures in one call: DEST/trigger-run.sh.
+cp "$(dirname "$0")/trigger-run.sh" "$(dirname "$0")/ncu_bytes.py" "$DEST/"
 cp tests/radard_targets.py "$DEST/"
 # radard's own GPU-machine runs (8 ms and 1 ms frames): DEST/gpu-run.sh.
 cp app/radard/gpu-run.sh app/radard/gpu-variants.sh app/radard/gpu-run.toml "$DEST/"

@@ -25,7 +25,10 @@ pub mod scene;
 pub mod select;
 pub mod window;
 
-pub use backend::{Backend, FrameInput, SlotAddr, SlotFrame};
+pub use backend::{
+    Backend, CompletionAccess, FrameInput, SlotAddr, SlotFrame, TriggerStamp, TriggerWait,
+    Triggered,
+};
 pub use config::{CfarConfig, ChainConfig, Geometry, Physical};
 pub use cpu::CpuBackend;
 pub use detection::{Detection, Detections};

@@ -64,7 +64,7 @@ pub struct SelectedBackend {
 /// Make the backend `kind` for `cfg`.
 ///
 /// `Cuda` builds the CUDA backend or fails with the reason. `Auto` picks
-/// CUDA only when libcuda, libnvrtc and libcufft load and a device exists
+/// CUDA only when libcuda and libnvrtc load and a device exists
 /// (and the backend then starts); otherwise the CPU backend, saying why.
 pub fn select_backend_explained(
     kind: BackendKind,

@@ -13,6 +13,13 @@
 //!   the wait for the GPU, the detections read from mapped memory);
 //! - `release`: handing the slot back.
 //!
+//! GPU-triggered mode (`backend.trigger`): `wait` is the loop's one sleep
+//! a frame (until the GPU's work for the frame finished) and the frame
+//! event that is queued by then, `process` taking the detections from host
+//! memory, `release` handing the slot back and queueing its work again
+//! (a graph launch); its wall time runs from the last chunk's completion
+//! record (the simulator's clock) to the loop holding the detections.
+//!
 //! Cases: the source alone (the wake-up floor: one event per frame, or one
 //! per chunk), then, where CUDA works, whole frames and chunk-streamed mode
 //! with `gpu_wait` spin and block, at 8 ms and 1 ms frames; and one graph
@@ -34,6 +41,7 @@ use radar_dsp::cuda::{CudaBackend, GpuWait};
 use radar_dsp::{Detections, FrameInput};
 use radar_stats::LatencyStats;
 use radard::RadardConfig;
+use radard::config::Trigger;
 use radard::rt::{self, RtConfig, RtReport};
 use radard::service::ThreadCpuClock;
 use radard::setup;
@@ -49,6 +57,8 @@ enum Work {
     SourceOnly,
     WholeFrames,
     ChunkStreamed,
+    /// GPU-triggered mode: the GPU waits for the chunks itself.
+    GpuTriggered,
     /// One launch and one wait on a resident frame, paced.
     LaunchAndWait,
 }
@@ -61,6 +71,9 @@ struct Case {
     /// Chunk events asked of the source.
     chunk_events: bool,
     gpu_wait: Option<GpuWait>,
+    /// GPU-triggered: frames per wake-up, and the ring's slots.
+    frames_per_wake: u32,
+    slots: u32,
 }
 
 /// CPU microseconds per frame, by part (see the module comment).
@@ -107,6 +120,8 @@ struct Args {
     seconds: f64,
     cpu: Option<usize>,
     only_cpu: bool,
+    /// Run only the cases whose names contain one of these.
+    cases: Vec<String>,
     json: Option<std::path::PathBuf>,
 }
 
@@ -116,6 +131,7 @@ fn parse_args() -> Result<Args, String> {
         seconds: 4.0,
         cpu: (ncpu > 2).then_some(2),
         only_cpu: false,
+        cases: Vec::new(),
         json: None,
     };
     let mut it = std::env::args().skip(1);
@@ -143,11 +159,17 @@ fn parse_args() -> Result<Args, String> {
                 other => return Err(format!("--only: '{other}' (only 'cpu' is known)")),
             },
             "--json" => a.json = Some(value("a path")?.into()),
+            "--cases" => {
+                a.cases = value("names, ';'-separated")?
+                    .split(';')
+                    .map(str::to_string)
+                    .collect();
+            }
             // What `cargo bench` passes to every bench target.
             "--bench" => {}
             "-h" | "--help" => {
                 println!(
-                    "loop_floor [--seconds S] [--cpu N|none] [--only cpu] [--json PATH]\n\
+                    "loop_floor [--seconds S] [--cpu N|none] [--only cpu] [--cases 'A;B'] [--json PATH]\n\
                      Where the frame loop's CPU time per frame goes (see the source's header)."
                 );
                 std::process::exit(0);
@@ -185,6 +207,13 @@ fn config_for(case: &Case) -> RadardConfig {
     };
     cfg.backend.stream_chunks = case.work == Work::ChunkStreamed;
     cfg.backend.gpu_wait = case.gpu_wait.unwrap_or_default();
+    cfg.backend.trigger = if case.work == Work::GpuTriggered {
+        Trigger::Gpu
+    } else {
+        Trigger::Cpu
+    };
+    cfg.source.slots = case.slots;
+    cfg.frame_loop.frames_per_wake = case.frames_per_wake;
     cfg
 }
 
@@ -214,6 +243,9 @@ fn run_frames(case: &Case, seconds: f64, cpu: Option<usize>) -> Result<CaseResul
         if unit.backend_description().0 != "cuda" || !unit.slots_prepared {
             return Err("skipped: no CUDA (mapped ring slots)".into());
         }
+    }
+    if case.work == Work::GpuTriggered {
+        return run_triggered(case, unit, seconds, cpu);
     }
     let mut dets = Detections::with_capacity(cfg.chain.max_detections);
     unit.start(&cfg, case.chunk_events)
@@ -286,7 +318,9 @@ fn run_frames(case: &Case, seconds: f64, cpu: Option<usize>) -> Result<CaseResul
         release += c3 - c2;
         if count >= warmup {
             event_to_done.push((finished - t_event) as f64 / 1e3);
-            let captured = meta.timestamp_ns.min(t_event);
+            // The first sample on CLOCK_MONOTONIC (timestamp_ns is the
+            // site's time).
+            let captured = meta.host_ns.min(t_event);
             capture_to_done.push((finished - captured) as f64 / 1e3);
             if finished > captured + 2 * period_ns {
                 misses += 1;
@@ -313,6 +347,115 @@ fn run_frames(case: &Case, seconds: f64, cpu: Option<usize>) -> Result<CaseResul
             ..CpuParts::default()
         },
         event_to_done: LatencyStats::from_samples(&event_to_done, 0.0),
+        capture_to_done: Some(LatencyStats::from_samples(&capture_to_done, 0.0)),
+    })
+}
+
+/// GPU-triggered mode (armed by `Unit::open_backend`): the loop radard runs
+/// in that mode, bare.
+fn run_triggered(
+    case: &Case,
+    mut unit: Unit,
+    seconds: f64,
+    cpu: Option<usize>,
+) -> Result<CaseResult, String> {
+    let cfg = config_for(case);
+    if !unit.gpu_triggered {
+        return Err("GPU-triggered mode did not arm".into());
+    }
+    let period_ns = (case.period_ms * 1e6) as u64;
+    let mut dets = Detections::with_capacity(cfg.chain.max_detections);
+    unit.start(&cfg, false).map_err(|e| e.to_string())?;
+    let _ = pin(cpu);
+    let clk = ThreadCpuClock::of_current_thread().ok_or("no thread CPU clock")?;
+    let frames_wanted = (seconds * 1e3 / case.period_ms).ceil() as u64;
+    let warmup = 20u64;
+    let mut record_to_done = Vec::with_capacity(frames_wanted as usize);
+    let mut capture_to_done = Vec::with_capacity(frames_wanted as usize);
+    let (mut wait, mut process, mut release) = (0u64, 0u64, 0u64);
+    let (mut reads, mut misses) = (0u64, 0u64);
+    let mut total_start = 0;
+    {
+        let (src, backend) = unit.parts();
+        let b = backend.ok_or("no backend")?;
+        let words = src.completion().ok_or("no completion records")?;
+        let mut count = 0u64;
+        while count < warmup + frames_wanted {
+            if count == warmup {
+                (wait, process, release, reads) = (0, 0, 0, 0);
+                total_start = cpu_now(&clk);
+            }
+            let c0 = cpu_now(&clk);
+            let t = b.triggered().ok_or("not triggered")?;
+            // One sleep for `frames_per_wake` frames, as radard's loop.
+            if t.completed() <= count {
+                let target = count + u64::from(case.frames_per_wake);
+                match t.wait_completed(target, std::time::Duration::from_secs(2)) {
+                    radar_dsp::TriggerWait::Reached(_) => {}
+                    other => return Err(format!("frame {count}: {other:?}")),
+                }
+            }
+            let frame = loop {
+                if let Event::Frame(f) = src
+                    .next_event(Some(std::time::Duration::from_secs(1)))
+                    .map_err(|e| e.to_string())?
+                {
+                    break f;
+                }
+            };
+            let c1 = cpu_now(&clk);
+            let meta = *frame.meta();
+            let slot = meta.slot as usize;
+            // The last chunk's record, before the slot goes back.
+            let landed_ns = words.timestamp_ns(meta.slot);
+            let t = b.triggered().ok_or("not triggered")?;
+            let Some(stamp) = t.take(slot, &mut dets).map_err(|e| e.to_string())? else {
+                return Err(format!("frame {count}: detections not ready"));
+            };
+            // Done when the detections were in host memory (radard's rule).
+            let finished = stamp.host_done_ns.min(monotonic_ns());
+            let c2 = cpu_now(&clk);
+            frame.release().map_err(|e| e.to_string())?;
+            let c3 = cpu_now(&clk);
+            reads += 4;
+            wait += c1 - c0;
+            process += c2 - c1;
+            release += c3 - c2;
+            if count >= warmup {
+                record_to_done.push(finished.saturating_sub(landed_ns) as f64 / 1e3);
+                let captured = meta.host_ns.min(finished);
+                capture_to_done.push((finished - captured) as f64 / 1e3);
+                if finished > captured + 2 * period_ns {
+                    misses += 1;
+                }
+            }
+            count += 1;
+        }
+    }
+    let total = cpu_now(&clk) - total_start;
+    let flushed = unit
+        .disarm()
+        .ok_or("GPU-triggered mode was not armed at the end")?
+        .map_err(|e| e.to_string())?;
+    if flushed == 0 {
+        return Err("nothing was queued at the stop".into());
+    }
+    let n = frames_wanted as f64;
+    let us = |ns: u64| ns as f64 / 1e3 / n;
+    Ok(CaseResult {
+        case: case.clone(),
+        frames: frames_wanted,
+        deadline_misses: misses,
+        chunk_events_per_frame: 0.0,
+        clock_reads_per_frame: reads as f64 / n,
+        cpu_us_per_frame: CpuParts {
+            total: us(total),
+            wait: us(wait),
+            process: us(process),
+            release: us(release),
+            ..CpuParts::default()
+        },
+        event_to_done: LatencyStats::from_samples(&record_to_done, 0.0),
         capture_to_done: Some(LatencyStats::from_samples(&capture_to_done, 0.0)),
     })
 }
@@ -402,6 +545,8 @@ fn cases(only_cpu: bool) -> Vec<Case> {
                 period_ms,
                 chunk_events,
                 gpu_wait: None,
+                frames_per_wake: 1,
+                slots: 4,
             });
         }
     }
@@ -424,8 +569,21 @@ fn cases(only_cpu: bool) -> Vec<Case> {
                     period_ms,
                     chunk_events,
                     gpu_wait: Some(wait),
+                    frames_per_wake: 1,
+                    slots: 4,
                 });
             }
+        }
+        for (k, slots) in [(1, 4), (4, 8)] {
+            v.push(Case {
+                name: format!("GPU-triggered, {k} frame(s)/wake, {slots} slots, {period_ms} ms"),
+                work: Work::GpuTriggered,
+                period_ms,
+                chunk_events: false,
+                gpu_wait: None,
+                frames_per_wake: k,
+                slots,
+            });
         }
         for (wait, wait_name) in WAITS {
             v.push(Case {
@@ -434,6 +592,8 @@ fn cases(only_cpu: bool) -> Vec<Case> {
                 period_ms,
                 chunk_events: false,
                 gpu_wait: Some(wait),
+                frames_per_wake: 1,
+                slots: 4,
             });
         }
     }
@@ -498,6 +658,9 @@ fn main() {
         cuda_missing = true;
     }
     for case in cases(args.only_cpu) {
+        if !args.cases.is_empty() && !args.cases.iter().any(|c| case.name.contains(c.as_str())) {
+            continue;
+        }
         if cuda_missing && case.work != Work::SourceOnly {
             report.skipped.push(case.name.clone());
             continue;
@@ -579,7 +742,7 @@ fn print_table(r: &Report) {
         println!("{s}: skipped: no CUDA");
     }
     println!(
-        "(wall: frame event to detections, or launch to detections; parts include ~{:.1} CPU-clock reads a frame)",
+        "(wall: frame event to detections, launch to detections, or GPU-triggered: the last chunk's completion record to the loop holding the detections; parts include ~{:.1} CPU-clock reads a frame)",
         r.cases
             .iter()
             .map(|c| c.clock_reads_per_frame)

@@ -11,7 +11,7 @@ use radar_dsp::BackendKind;
 use radard::RadardError;
 use radard::config::{
     CONFIG_ENV, ConfigSources, Content, LoopPolicy, RadardConfig, ReplayRate, SinkConfig,
-    SourceKind,
+    SourceKind, Trigger,
 };
 
 #[derive(Parser, Debug)]
@@ -39,10 +39,16 @@ pub struct Cli {
     /// Processing backend (backend.kind).
     #[arg(long, global = true, value_parser = values_of::<BackendKind>())]
     pub backend: Option<BackendKind>,
-    /// Process whole frames only: no chunk events, no chunk-streamed work
-    /// (backend.stream_chunks = false).
+    /// Process whole frames only: no chunk events, no chunk-streamed work,
+    /// no GPU-triggered processing (backend.stream_chunks = false,
+    /// backend.trigger = "cpu").
     #[arg(long, global = true)]
     pub whole_frames: bool,
+    /// Who starts a frame's work (backend.trigger): gpu (the GPU waits for
+    /// the card's completion records itself), cpu (the loop launches it),
+    /// auto (gpu where the device can).
+    #[arg(long, global = true, value_parser = values_of::<Trigger>())]
+    pub trigger: Option<Trigger>,
     /// What the FPGA sends: adc (the radar front end), scene (synthetic radar frames played
     /// back) or test-pattern (verified byte by byte, no DSP).
     #[arg(long, global = true)]
@@ -162,8 +168,12 @@ impl Cli {
         if let Some(b) = self.backend {
             cfg.backend.kind = b;
         }
+        if let Some(t) = self.trigger {
+            cfg.backend.trigger = t;
+        }
         if self.whole_frames {
             cfg.backend.stream_chunks = false;
+            cfg.backend.trigger = Trigger::Cpu;
         }
         if let Some(c) = self.content {
             cfg.source.content = c;

@@ -39,6 +39,7 @@ pub mod summary;
 pub mod telemetry;
 pub mod threads;
 pub mod timekeeping;
+pub mod trigger;
 pub mod unit;
 pub mod wall_clock;
 

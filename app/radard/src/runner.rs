@@ -80,6 +80,11 @@ pub struct RunReport {
     pub chunk_streaming: bool,
     /// Frames the backend finished from streamed chunks.
     pub frames_streamed: u64,
+    /// GPU-triggered processing ran, and how it ended: the frames its
+    /// cancellation flushed at the stop (they are no frames), or why the
+    /// GPU did not finish them.
+    pub gpu_triggered: bool,
+    pub gpu_triggered_end: Option<Result<u64, String>>,
     pub sink_names: Vec<String>,
     /// Why each sink was down at start (None: created).
     pub sinks_down_at_start: Vec<Option<String>>,
@@ -461,7 +466,11 @@ impl Radard<'_> {
         });
         let (thread_usage, steal_ms) = threads::usage(&threads_start, &threads_end);
         let source_counters = unit.source.as_dyn().counters().ok();
+        let gpu_triggered = unit.gpu_triggered;
         let _ = unit.source.as_dyn_mut().stop();
+        // GPU-triggered: the source is quiet now; the work queued for the
+        // frames that will not come runs out (no stream is left waiting).
+        let gpu_triggered_end = unit.disarm().map(|r| r.map_err(|e| e.to_string()));
         // Before anything at the end allocates.
         let rss_end_kib = rss_kib();
         let frames_time_held = resources.frames_time_held();
@@ -474,6 +483,8 @@ impl Radard<'_> {
             source_counters,
             backend: backend_description.clone(),
             chunk_streaming: unit.chunk_streaming,
+            gpu_triggered,
+            gpu_triggered_end,
             frames_streamed: unit
                 .backend
                 .as_ref()

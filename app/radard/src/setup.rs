@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use radar_dsp::scene::{Scene, SceneGenerator, Target};
 use radar_dsp::select::{SelectedBackend, select_backend_with_options};
-use radar_dsp::{Backend, DspError, SlotAddr};
+use radar_dsp::{Backend, BackendKind, DspError, SlotAddr};
 use tegra_p2p::source::Event;
 use tegra_p2p::{
     FrameSource, KmodSource, RingConfig, RingMemory, SimConfig, SimFaults, SimSource, StartParams,
@@ -13,7 +13,7 @@ use tegra_p2p::{
 };
 use thiserror::Error;
 
-use crate::config::{Content, RadardConfig, ReplayRate, SourceKind};
+use crate::config::{Content, RadardConfig, ReplayRate, SourceKind, Trigger};
 use crate::recording::{Recording, sidecar_path};
 use crate::replay::ReplaySource;
 
@@ -27,6 +27,8 @@ pub enum SetupError {
     Recording(#[from] crate::recording::RecordingError),
     #[error("source.replay_file: not set")]
     NoReplayFile,
+    #[error("{0}")]
+    Trigger(String),
     #[error("source.scene_file: {}: {source}", path.display())]
     SceneFile {
         path: std::path::PathBuf,
@@ -81,7 +83,16 @@ pub fn open_source(cfg: &RadardConfig) -> Result<(Source, Vec<String>), SetupErr
     let source = match cfg.source.kind {
         SourceKind::Sim => Source::Sim(SimSource::new(ring, sim_config(cfg))?),
         SourceKind::Kmod => {
-            Source::Kmod(KmodSource::open(cfg.source.device, ring, g.chunk_bytes())?)
+            // The card's completion records only where GPU-triggered
+            // processing may run: the GPU reads this ring in place.
+            let records = cfg.backend.trigger != Trigger::Cpu
+                && cfg.backend.kind != BackendKind::Cpu
+                && ring.is_cuda();
+            Source::Kmod(if records {
+                KmodSource::open_with_records(cfg.source.device, ring, g.chunk_bytes())?
+            } else {
+                KmodSource::open(cfg.source.device, ring, g.chunk_bytes())?
+            })
         }
         SourceKind::Replay => {
             let (replay, note) = open_replay(cfg, ring)?;
@@ -150,6 +161,7 @@ pub fn sim_config(cfg: &RadardConfig) -> SimConfig {
         crc_error_every: f.crc_error_every,
         stall: (f.stall_at > 0 && f.stall_ms > 0)
             .then(|| (f.stall_at, Duration::from_millis(f.stall_ms))),
+        revoke_at: (f.revoke_at > 0).then_some(f.revoke_at),
         seed: f.seed,
         ..SimFaults::default()
     };

@@ -33,6 +33,12 @@ pub struct Summary {
     pub chunks_streamed: u64,
     pub chunk_errors: u64,
     pub frames_streamed: u64,
+    /// GPU-triggered processing ran (docs/processing-chain.md, section 10);
+    /// at the stop, the queued frames its cancellation flushed (no frames:
+    /// nothing landed for them), or why the GPU did not finish them.
+    pub gpu_triggered: bool,
+    pub gpu_triggered_flushed: Option<u64>,
+    pub gpu_triggered_error: Option<String>,
     pub content: String,
     pub end: String,
     pub policy: String,
@@ -203,6 +209,15 @@ impl Summary {
             chunks_streamed: snap.chunks_streamed,
             chunk_errors: snap.chunk_errors,
             frames_streamed: r.frames_streamed,
+            gpu_triggered: r.gpu_triggered,
+            gpu_triggered_flushed: r
+                .gpu_triggered_end
+                .as_ref()
+                .and_then(|e| e.as_ref().ok().copied()),
+            gpu_triggered_error: r
+                .gpu_triggered_end
+                .as_ref()
+                .and_then(|e| e.as_ref().err().cloned()),
             content: format!("{:?}", cfg.source.content),
             end: match &r.result {
                 Ok(LoopEnd::FrameLimit) => "frame limit reached".to_string(),
@@ -344,6 +359,16 @@ impl fmt::Display for Summary {
             "summary: chunk_streaming={} chunks_streamed={} chunk_errors={} frames_streamed={}",
             s.chunk_streaming, s.chunks_streamed, s.chunk_errors, s.frames_streamed
         )?;
+        if s.gpu_triggered {
+            match (&s.gpu_triggered_error, s.gpu_triggered_flushed) {
+                (Some(e), _) => writeln!(out, "summary: gpu_triggered=true end: {e}")?,
+                (None, n) => writeln!(
+                    out,
+                    "summary: gpu_triggered=true queued frames flushed at the stop={}",
+                    n.unwrap_or(0)
+                )?,
+            }
+        }
         let d = &s.dropped;
         writeln!(
             out,

@@ -16,16 +16,21 @@ pub const WARMUP_FRAMES: u64 = 4;
 
 /// The source and the chain it feeds.
 pub struct Unit {
-    pub source: Source,
+    // Field order is drop order: the backend (whose GPU-triggered work
+    // uses the ring) before the source that owns the ring.
     /// The processing backend; None with test-pattern content (frames are
     /// verified, not processed) or before [`Unit::open_backend`].
     pub backend: Option<SelectedBackend>,
+    pub source: Source,
     /// The backend prepared work per ring slot: slot indices may be passed
     /// to `process`.
     pub slots_prepared: bool,
     /// The loop hands each landed chunk to the backend (chunk-streamed
     /// mode).
     pub chunk_streaming: bool,
+    /// GPU-triggered processing is armed: the backend's work for every
+    /// slot waits on the source's completion records.
+    pub gpu_triggered: bool,
 }
 
 impl Unit {
@@ -41,6 +46,7 @@ impl Unit {
             backend: None,
             slots_prepared: false,
             chunk_streaming: false,
+            gpu_triggered: false,
         })
     }
 
@@ -61,14 +67,53 @@ impl Unit {
         cfg: &RadardConfig,
         note: &mut dyn FnMut(&str),
     ) -> Result<(), SetupError> {
-        let (sel, prepared) = setup::open_backend(cfg, &self.source)?;
+        let (mut sel, prepared) = setup::open_backend(cfg, &self.source)?;
         note(&format!("backend {}: {}", sel.backend.name(), sel.reason));
-        let (on, why) = setup::chunk_streaming(cfg, sel.backend.as_ref(), prepared);
+        // SAFETY: the backend is dropped, or its GPU-triggered work
+        // cancelled, before the source and its ring (Unit's field order,
+        // Unit::disarm and Drop).
+        let (triggered, line) = unsafe {
+            crate::trigger::arm(cfg, sel.backend.as_mut(), self.source.as_dyn(), prepared)
+        }
+        .map_err(SetupError::Trigger)?;
+        note(&format!("GPU-triggered processing {line}"));
+        let (on, why) = if triggered {
+            (
+                false,
+                "off (GPU-triggered: the GPU waits for each chunk itself)".to_string(),
+            )
+        } else {
+            setup::chunk_streaming(cfg, sel.backend.as_ref(), prepared)
+        };
         note(&format!("chunk streaming {why}"));
         self.slots_prepared = prepared;
         self.chunk_streaming = on;
+        self.gpu_triggered = triggered;
         self.backend = Some(sel);
         Ok(())
+    }
+
+    /// Ends GPU-triggered processing: stops the source (so that nothing
+    /// writes the ring any more), then lets the backend's queued work run
+    /// out (its results are no frames). Returns the frames flushed, or the
+    /// backend's error; None when the mode was not armed. Idempotent.
+    pub fn disarm(&mut self) -> Option<Result<u64, radar_dsp::DspError>> {
+        if !self.gpu_triggered {
+            return None;
+        }
+        self.gpu_triggered = false;
+        // A stop of a stopped source is refused; the source is quiet either way.
+        let _ = self.source.as_dyn_mut().stop();
+        let backend = self.backend.as_mut()?;
+        let t = backend.backend.triggered()?;
+        if !t.armed() {
+            return None;
+        }
+        let words = self.source.as_dyn().completion()?;
+        Some(t.cancel(
+            &crate::trigger::RingWords(words),
+            std::time::Duration::from_secs(2),
+        ))
     }
 
     /// What the content needs after the source: with scene content the
@@ -169,10 +214,21 @@ impl Unit {
             print_every: cfg.output.print_every,
             slots_prepared: self.slots_prepared,
             chunk_streaming: self.chunk_streaming,
+            gpu_triggered: self.gpu_triggered,
+            frames_per_wake: cfg.frame_loop.frames_per_wake,
+            event_timeout: std::time::Duration::from_millis(u64::from(cfg.source.event_timeout_ms)),
             policy: cfg.frame_loop.policy,
             power_map_every: cfg.frame_loop.power_map_every,
             backend_error_every: cfg.simulator.backend_error_every,
             ..LoopOptions::new(cfg.source.content)
+        }
+    }
+}
+
+impl Drop for Unit {
+    fn drop(&mut self) {
+        if let Some(Err(e)) = self.disarm() {
+            eprintln!("radard: GPU-triggered processing did not end cleanly: {e}");
         }
     }
 }

@@ -1,11 +1,14 @@
 //! The frame loop allocates nothing after warm-up (docs/requirements.md,
 //! real time): a global allocator counts the allocations made by the loop's thread
 //! between the end of warm-up and the end of the run, for the verified test
-//! pattern, for the scene content through the CPU backend, and for the scene
+//! pattern, for the scene content through the CPU backend, for the scene
 //! with chunk events on through the best backend here: CUDA in
 //! chunk-streamed mode where a GPU is (the device machine; with
 //! RADAR_REQUIRE_CUDA=1 it must be), else the CPU backend passing over the
-//! chunk events ("skipped: no CUDA" for the streamed part). The loop is set
+//! chunk events ("skipped: no CUDA" for the streamed part), and for the
+//! scene in GPU-triggered mode (`backend.trigger = "auto"`): CUDA waiting on
+//! the simulator's completion records where a GPU is, else the CPU backend
+//! as radard falls back to it ("skipped: no CUDA" for the triggered part). The loop is set
 //! up as radard sets it up (`Unit`, `LoopResources`). Every sink is on: the
 //! detections feed (jsonl/udp sinks), the fpga sink's transmit, the status
 //! board and a power map every 10 frames; three CFAR Pfa changes from the
@@ -17,7 +20,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use radar_dsp::BackendKind;
-use radard::config::{Content, RadardConfig, SinkConfig};
+use radard::config::{Content, RadardConfig, SinkConfig, Trigger};
 use radard::frame_loop::param_queue::{ParamChange, ParamSender};
 use radard::frame_loop::{self, LoopEnd, LoopEnds, LoopOptions, LoopResources};
 use radard::sinks::{FeedRead, FrameDetections};
@@ -107,6 +110,8 @@ struct Case {
     backend: BackendKind,
     /// Ask the source for chunk events (whatever the backend does with them).
     chunk_events: bool,
+    /// `backend.trigger`.
+    trigger: Trigger,
 }
 
 /// What a run did: allocations after warm-up, records queued, records
@@ -119,6 +124,9 @@ struct Outcome {
     backend: String,
     chunks_streamed: u64,
     frames_streamed: u64,
+    /// GPU-triggered mode was armed, and the frames its stop flushed.
+    gpu_triggered: bool,
+    flushed: Option<u64>,
 }
 
 fn run_case(case: &Case) -> Outcome {
@@ -127,6 +135,7 @@ fn run_case(case: &Case) -> Outcome {
     cfg.source.content = content;
     cfg.backend.kind = case.backend;
     cfg.backend.stream_chunks = case.chunk_events;
+    cfg.backend.trigger = case.trigger;
     // Every sink on: a jsonl sink's feed (its thread is not started: one
     // reader here drains the feed after the run), the fpga sink's transmit;
     // the power map every 10 frames.
@@ -138,7 +147,13 @@ fn run_case(case: &Case) -> Outcome {
         },
         SinkConfig::Fpga,
     ];
-    let mut unit = Unit::open(&cfg, &mut |_| {}).expect("sim source and backend");
+    let mut unit = Unit::open(&cfg, &mut |l| {
+        if l.starts_with("GPU-triggered") {
+            println!("  {l}");
+        }
+    })
+    .expect("sim source and backend");
+    let gpu_triggered = unit.gpu_triggered;
     // The source is asked for chunk events whatever the backend does with
     // them (the CPU backend passes over them).
     unit.start(&cfg, case.chunk_events).expect("start");
@@ -204,6 +219,10 @@ fn run_case(case: &Case) -> Outcome {
         lines += 1;
     }
     let _ = unit.source.as_dyn_mut().stop();
+    // No GPU stream is left waiting for frames that will not come.
+    let flushed = unit
+        .disarm()
+        .map(|r| r.expect("GPU-triggered work ends after the stop"));
     let board = resources.board.clone();
     let snap = board.snapshot();
     assert_eq!(snap.frames_processed, 200);
@@ -243,6 +262,8 @@ fn run_case(case: &Case) -> Outcome {
             .map_or(0, |s| s.backend.frames_streamed()),
         backend: unit.backend_description().0,
         chunks_streamed: snap.chunks_streamed,
+        gpu_triggered,
+        flushed,
     }
 }
 
@@ -254,16 +275,25 @@ fn main() {
             content: Content::TestPattern,
             backend: BackendKind::Cpu,
             chunk_events: false,
+            trigger: Trigger::Cpu,
         },
         Case {
             content: Content::Scene,
             backend: BackendKind::Cpu,
             chunk_events: false,
+            trigger: Trigger::Cpu,
         },
         Case {
             content: Content::Scene,
             backend: BackendKind::Auto,
             chunk_events: true,
+            trigger: Trigger::Cpu,
+        },
+        Case {
+            content: Content::Scene,
+            backend: BackendKind::Auto,
+            chunk_events: false,
+            trigger: Trigger::Auto,
         },
     ];
     for case in &cases {
@@ -275,13 +305,42 @@ fn main() {
             ..
         } = o;
         println!(
-            "{:?}, {} backend, chunk events {}: {allocs} allocations on the loop thread after warm-up ({lines} frame lines queued, {lost} lost, {} chunks streamed to the backend, {} frames finished from them)",
+            "{:?}, {} backend, chunk events {}, trigger {} ({}): {allocs} allocations on the loop thread after warm-up ({lines} frame lines queued, {lost} lost, {} chunks streamed to the backend, {} frames finished from them)",
             case.content,
             o.backend,
             if case.chunk_events { "on" } else { "off" },
+            case.trigger,
+            if o.gpu_triggered {
+                "GPU-triggered"
+            } else {
+                "CPU-triggered"
+            },
             o.chunks_streamed,
             o.frames_streamed
         );
+        if case.trigger == Trigger::Auto {
+            if o.gpu_triggered {
+                // The backend keeps two frames per slot queued; at the stop
+                // the ones waiting for frames that never came were flushed.
+                let flushed = o.flushed.unwrap_or(u64::MAX);
+                println!("  GPU-triggered: {flushed} queued frames flushed at the stop");
+                if flushed == 0 || flushed > 8 {
+                    eprintln!("FAILED: {flushed} frames flushed at the stop (1 to 8 expected)");
+                    failed = true;
+                }
+            } else if require_cuda {
+                eprintln!(
+                    "FAILED: RADAR_REQUIRE_CUDA=1 but GPU-triggered mode did not run ({} backend)",
+                    o.backend
+                );
+                failed = true;
+            } else {
+                println!(
+                    "skipped: no CUDA (GPU-triggered mode fell back to CPU-triggered on the {} backend)",
+                    o.backend
+                );
+            }
+        }
         if allocs != 0 {
             if let Some(trace) = FIRST_ALLOCATION.get() {
                 eprintln!("the first allocation after warm-up:\n{trace}");

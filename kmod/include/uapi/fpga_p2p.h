@@ -38,6 +38,10 @@
  *              WAIT return it once the queue is empty
  *   ENODEV     the device was removed; only close() remains useful
  *   EAGAIN     read() with O_NONBLOCK and no event queued
+ *   EOPNOTSUPP REGISTER with FPGA_P2P_RING_COMPLETION where the DMA path to
+ *              the ring's memory needs syncs (bounce buffering, caches the
+ *              device does not snoop): a record the consumer resets in place
+ *              would be undone; register without it
  *   ETIMEDOUT  read() or WAIT: no event within the timeout; STOP: the
  *              engine did not stop within 500 ms (counted in dma_timeouts)
  *   EINTR      interrupted by a signal (WAIT: a release it carried was
@@ -56,12 +60,17 @@
 /* Slot addresses and sizes must be multiples of this (Tegra nv-p2p). */
 #define FPGA_P2P_SLOT_ALIGN		4096
 
-/* Capabilities (fpga_p2p_info.caps); bits 5-31 are reserved, zero. */
+/*
+ * Capabilities (fpga_p2p_info.caps); bits 5-7 and 9-31 are reserved, zero.
+ * Bit 8 and up belong to GPU-triggered processing (completion records).
+ */
 #define FPGA_P2P_CAP_CAPTURE		(1U << 0)	/* card-to-host stream */
 #define FPGA_P2P_CAP_TRANSMIT		(1U << 1)	/* host-to-card stream */
 #define FPGA_P2P_CAP_TEST_PATTERN	(1U << 2)
 #define FPGA_P2P_CAP_PLAYBACK		(1U << 3)
 #define FPGA_P2P_CAP_CHUNK_EVENTS	(1U << 4)
+/* --- GPU-triggered processing: completion records (capability bit 8) --- */
+#define FPGA_P2P_CAP_COMPLETION		(1U << 8)	/* see fpga_p2p_completion */
 
 struct fpga_p2p_info {
 	__u32 uapi_version;		/* FPGA_P2P_UAPI_VERSION */
@@ -82,6 +91,9 @@ struct fpga_p2p_info {
 #define FPGA_P2P_DIR_C2H		0	/* capture: card to host */
 #define FPGA_P2P_DIR_H2C		1	/* transmit: host to card */
 
+/* REGISTER flags (fpga_p2p_ring.flags). */
+#define FPGA_P2P_RING_COMPLETION	(1U << 0)	/* a status page of completion records */
+
 /*
  * REGISTER: addr and slot_bytes multiples of slot_align, slot_bytes <=
  * max_slot_bytes, 2 <= nr_slots <= max_slots for capture (1 for transmit),
@@ -91,6 +103,16 @@ struct fpga_p2p_info {
  * mapped writable by the calling process; it stays pinned until UNREGISTER,
  * close or revocation. Capture and transmit rings of one file must not
  * overlap.
+ *
+ * FPGA_P2P_RING_COMPLETION (capture, cards with FPGA_P2P_CAP_COMPLETION;
+ * EINVAL otherwise):
+ * the registration also covers FPGA_P2P_STATUS_BYTES right after the last
+ * slot (addr + nr_slots * slot_bytes), in the same pinning and mapping: the
+ * status page. After the last data byte of every chunk the card writes that
+ * slot's struct fpga_p2p_completion at offset slot * sizeof(struct
+ * fpga_p2p_completion) of the page, in the same DMA stream as the data, so
+ * the record never overtakes the chunk's bytes (PCIe posted writes, Relaxed
+ * Ordering off). A GPU can wait on its first word (docs/capture-path.md).
  */
 struct fpga_p2p_ring {
 	__u64 addr;			/* user virtual address, slot-aligned */
@@ -99,7 +121,32 @@ struct fpga_p2p_ring {
 	__u32 direction;		/* FPGA_P2P_DIR_* */
 	__u32 chunk_bytes;		/* capture: DMA chunk; divides slot_bytes */
 	__u32 handle;			/* out: names the ring in later calls */
-	__u64 reserved[2];
+	__u32 flags;			/* FPGA_P2P_RING_* */
+	__u32 reserved0;
+	__u64 reserved[1];
+};
+
+/* --- GPU-triggered processing: the status page (FPGA_P2P_RING_COMPLETION) --- */
+#define FPGA_P2P_STATUS_BYTES		4096
+#define FPGA_P2P_COMPLETION_MAGIC	0x434f4d50U	/* "COMP" */
+
+/*
+ * A slot's completion record, written by the card after each chunk of the
+ * frame it is filling. chunks counts the frame's chunks landed in the slot
+ * so far (chunk c writes c + 1): when it reads n, chunks 0 .. n-1 of the
+ * slot hold the frame's bytes. The card never reads it and never resets it:
+ * the consumer writes 0 to chunks before it releases the slot (the card
+ * fills a slot only after its release, so the next frame counts up from 0).
+ * The count never exceeds the chunks of a frame (at most
+ * max_chunks_per_frame), so it does not wrap.
+ */
+struct fpga_p2p_completion {
+	__u32 chunks;			/* chunks landed; the consumer resets it */
+	__u32 magic;			/* FPGA_P2P_COMPLETION_MAGIC */
+	__u64 sequence;			/* the frame's sequence number */
+	__u32 chunk;			/* the chunk just landed */
+	__u32 reserved0;
+	__u64 timestamp_ns;		/* card clock when the chunk's last byte left */
 };
 
 /* Frame sources of the FPGA (fpga_p2p_start.source). */

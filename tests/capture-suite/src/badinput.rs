@@ -367,9 +367,14 @@ fn hostile_call(t: &Target, rng: &mut Rng) -> Check<Option<Call>> {
         }
         11 => {
             let mut r = good_ring(t.ring_addr);
-            r.reserved[rng.below(2) as usize] = 1 + rng.below(u64::MAX - 1);
+            match rng.below(3) {
+                0 => r.reserved[0] = 1 + rng.below(u64::MAX - 1),
+                1 => r.reserved0 = 1 + rng.below(u32::MAX as u64 - 1) as u32,
+                // A flag the header does not define.
+                _ => r.flags = 1 << (1 + rng.below(31)),
+            }
             (
-                "register: nonzero reserved",
+                "register: nonzero reserved or unknown flag",
                 reg(fd, &mut r),
                 reg_errs(&[EINVAL], &[EINVAL, EBUSY]),
             )

@@ -2,7 +2,10 @@
 //! every frame verified, the CRC checked, the sequence continuous or
 //! explained by drops, the counters consistent, and the wait/release loop
 //! free of allocations; with chunk events on, every chunk announced in
-//! order before its frame, with its bytes final when announced.
+//! order before its frame, with its bytes final when announced; with
+//! completion records (GPU-triggered processing), every chunk's bytes there
+//! the moment its record says it landed, across drops, short frames and a
+//! revocation.
 
 use std::time::Duration;
 
@@ -47,6 +50,10 @@ pub struct Opts {
     /// Frames of the chunk-event phase (small geometry, an event per chunk).
     #[arg(long, default_value_t = 3000)]
     pub chunk_event_frames: u64,
+    /// Frames of the completion-record phase (small geometry, records in
+    /// the ring's status page, drops and short frames, then a revocation).
+    #[arg(long, default_value_t = 1000)]
+    pub completion_frames: u64,
 }
 
 /// The emulated card's fault injection through the real kernel path: every
@@ -246,6 +253,176 @@ fn chunk_event_phase(env: &Env, o: &Opts, out: &mut Outcome) -> Check<String> {
     ))
 }
 
+/// Completion records through the real kernel path (GPU-triggered
+/// processing waits on them): the ring registered with its status page, a
+/// checker thread reads each slot's record as the GPU would and checks a
+/// chunk's bytes the moment the record says it landed; each frame event
+/// finds its slot's record complete (its sequence, every chunk counted);
+/// the consumer resets the count before it releases the slot. The card
+/// drops and shortens frames (its test port) and a slow consumer makes it
+/// drop more; at the end the ring is revoked while streaming, after which
+/// no record changes.
+fn completion_phase(env: &Env, o: &Opts, card: Option<&Card>, out: &mut Outcome) -> Check<String> {
+    use tegra_p2p::record_check::RecordChecker;
+    use tegra_p2p::uapi::{FPGA_P2P_COMPLETION_MAGIC, FPGA_P2P_EVF_SHORT};
+
+    let (slot_bytes, chunk) = (o.small_slot_bytes, o.small_chunk_bytes);
+    let chunks = (slot_bytes / chunk.max(1)) as u32;
+    let (drop_n, short_n) = (7u64, 5u64);
+    let mut src = tegra_p2p::KmodSource::open_path_with_records(
+        &env.device,
+        common::host_ring(o.slots, slot_bytes)?,
+        chunk,
+    )
+    .ctx("open and register (completion records)")?;
+    if src.completion().is_none() {
+        let why = "the card does not write them, or its DMA path needs syncs (swiotlb): REGISTER refused the flag";
+        eprintln!("completion records: skipped: {why}");
+        out.note("completion_records", format!("skipped: {why}"));
+        return Ok(format!("completion records skipped ({why})"));
+    }
+    let words = src.completion().expect("checked above");
+    for slot in 0..o.slots {
+        ensure!(
+            words.landed(slot) == 0,
+            "slot {slot}: a fresh ring's record says {} chunks",
+            words.landed(slot)
+        );
+    }
+    if let Some(card) = card {
+        card.set(Knob::DropEvery, drop_n as u32);
+        card.set(Knob::ShortEvery, short_n as u32);
+    }
+    // SAFETY: the checker is stopped before the source and its ring go
+    // (it is declared after them, and stopped explicitly below); each slot
+    // is released only after its frame was checked.
+    let mut checker = unsafe { RecordChecker::start(src.ring(), chunk) };
+    let t0 = now_s();
+    let r = (|| -> Check<String> {
+        src.start(
+            &StartParams::test_pattern()
+                .with_chunk_period(Duration::from_nanos(o.small_chunk_period_ns.max(1)))
+                .with_event_timeout(Duration::from_secs(5)),
+        )
+        .ctx("start (completion records)")?;
+        let words = src.completion().expect("checked above");
+        let mut t = SequenceTracker::new();
+        let (mut frames, mut shorts) = (0u64, 0u64);
+        let mut revoked_after = None;
+        let end = loop {
+            if frames == o.completion_frames && revoked_after.is_none() {
+                revoked_after = Some(frames);
+                revoke(env, src.ring())?;
+            }
+            let f = match src.next_frame(None) {
+                Ok(f) => f,
+                Err(e) => break e,
+            };
+            let (slot, seq) = (f.slot(), f.sequence());
+            t.observe(seq, f.dropped_before())
+                .map_err(|e| e.to_string())?;
+            let rec = words.snapshot(slot);
+            ensure!(
+                rec.magic == FPGA_P2P_COMPLETION_MAGIC
+                    && rec.sequence == seq
+                    && rec.chunks == chunks
+                    && rec.chunk == chunks - 1,
+                "frame {seq} slot {slot}: its record at the frame event: {rec:?}"
+            );
+            checker.wait_verified(slot, seq, Duration::from_secs(10))?;
+            let short = f.flags() & FPGA_P2P_EVF_SHORT != 0;
+            ensure!(
+                card.is_none() || short == (seq % short_n == short_n - 1),
+                "frame {seq}: SHORT flag {short}"
+            );
+            if short {
+                shorts += 1;
+            } else {
+                tegra_p2p::verify_test_pattern(f.data(), seq, chunk)
+                    .map_err(|m| format!("frame {seq}: {m}"))?;
+                ensure!(
+                    !checker.padded(slot, seq),
+                    "frame {seq}: a chunk of zeros in a whole frame"
+                );
+            }
+            // A slow consumer now and then: the card drops frames.
+            if frames % 13 == 12 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            words.reset(slot);
+            drop(f);
+            frames += 1;
+        };
+        ensure!(
+            matches!(end, tegra_p2p::Error::Revoked { .. }),
+            "after {frames} frames: {end} (the revocation was due)"
+        );
+        // Nothing is written to the status page after the revocation.
+        let before: Vec<_> = (0..o.slots).map(|s| words.snapshot(s)).collect();
+        std::thread::sleep(Duration::from_millis(30));
+        let after: Vec<_> = (0..o.slots).map(|s| words.snapshot(s)).collect();
+        ensure!(
+            before == after,
+            "completion records written after the revocation"
+        );
+        checker.stop();
+        if let Some(m) = checker.first_failure() {
+            return Err(format!("{} chunks missing: {m}", checker.failures()));
+        }
+        ensure!(
+            checker.checked() >= frames * u64::from(chunks),
+            "{} chunks checked for {frames} frames",
+            checker.checked()
+        );
+        ensure!(
+            card.is_none() || (shorts > 0 && t.dropped > 0),
+            "{shorts} short frames, {} dropped: the faults did not show",
+            t.dropped
+        );
+        out.frames_verified += frames;
+        out.frames_dropped += t.dropped;
+        out.note("completion_chunks_checked", checker.checked());
+        out.note("completion_s", now_s() - t0);
+        eprintln!(
+            "completion records: {frames} frames ({shorts} short), {} dropped, {} chunks checked the moment their records said they landed, then revoked ({} more frames): no record written after it; {:.1} s",
+            t.dropped,
+            checker.checked(),
+            frames - revoked_after.unwrap_or(frames),
+            now_s() - t0
+        );
+        Ok(format!(
+            "{frames} frames with completion records: {} chunks there when their records said so, across {} drops, {shorts} short frames and a revocation",
+            checker.checked(),
+            t.dropped
+        ))
+    })();
+    checker.stop();
+    if let Some(card) = card {
+        card.clear_faults();
+    }
+    r
+}
+
+/// Revokes the ring's memory while the card streams into it: the shim's
+/// knob, or (NVIDIA's module, which has none) an mprotect of the ring.
+fn revoke(env: &Env, ring: &tegra_p2p::RingMemory) -> Check {
+    let addr = ring.base();
+    if env.p2p == crate::P2p::Nvidia {
+        let len = ring.len() + tegra_p2p::ring::STATUS_BYTES;
+        // SAFETY: our own mapping; back to writable at once; no Rust
+        // reference writes it meanwhile.
+        let r = unsafe { libc::mprotect(addr.cast(), len, libc::PROT_READ) };
+        ensure!(r == 0, "mprotect: {}", std::io::Error::last_os_error());
+        // SAFETY: as above.
+        let r = unsafe { libc::mprotect(addr.cast(), len, libc::PROT_READ | libc::PROT_WRITE) };
+        ensure!(r == 0, "mprotect: {}", std::io::Error::last_os_error());
+        return Ok(());
+    }
+    let knob = env.shim_debugfs.join("revoke");
+    let what = format!("{} {:x}", std::process::id(), addr as u64);
+    std::fs::write(&knob, &what).map_err(|e| format!("write {what:?} to {}: {e}", knob.display()))
+}
+
 pub struct Phase {
     pub frames: u64,
     pub slot_bytes: usize,
@@ -363,6 +540,10 @@ pub fn run(env: &Env, o: &Opts, out: &mut Outcome) -> Check {
     }
     if o.chunk_event_frames > 0 {
         summary.push(chunk_event_phase(env, o, out)?);
+    }
+    if o.completion_frames > 0 {
+        let card = Card::find()?;
+        summary.push(completion_phase(env, o, card.as_ref(), out)?);
     }
     if o.fault_frames > 0 {
         match Card::find()? {

@@ -133,6 +133,11 @@ typedef struct FcSrc {
     uint32_t dropped;           /* drops since the last delivered frame */
     int64_t next_due;           /* when the next chunk may go */
     uint32_t pb_index;
+    /* Completion records (FP_UB_CTRL_COMPLETION, latched at ENABLE). */
+    bool completion;
+    bool rec_pending;           /* the chunk's record goes next */
+    uint32_t rec_off;           /* its bytes streamed */
+    struct fpga_p2p_completion rec;
 } FcSrc;
 
 /*
@@ -845,6 +850,7 @@ static void fc_set_ctrl(FpgaCard *s, uint32_t val)
             /* The geometry holds until the next enable. */
             s->src.frame_bytes = s->frame_bytes;
             s->src.chunk_bytes = s->chunk_bytes;
+            s->src.completion = val & FP_UB_CTRL_COMPLETION;
             s->drops_no_slot = 0;
             s->drops_fault = 0;
             s->frames_sent = 0;
@@ -878,7 +884,8 @@ static uint32_t fc_user_read(FpgaCard *s, uint32_t off)
     case FP_UB_VERSION:
         return FP_UB_VERSION_VALUE;
     case FP_UB_CAPS:
-        return FP_UB_CAP_ADC | FP_UB_CAP_TEST_PATTERN | FP_UB_CAP_PLAYBACK;
+        return FP_UB_CAP_ADC | FP_UB_CAP_TEST_PATTERN | FP_UB_CAP_PLAYBACK |
+               FP_UB_CAP_COMPLETION;
     case FP_UB_SCRATCH:
         return s->scratch;
     case FP_UB_META_DEPTH:
@@ -1179,6 +1186,7 @@ static bool fc_frame_start(FpgaCard *s, int64_t now)
     f->flags = 0;
     f->off = 0;
     f->chunk_off = 0;
+    f->rec_pending = false;
     f->crc = crc32(0, NULL, 0);
     f->corrupt_at = ~0u;
     f->pb_index = s->playback_count ? seq % s->playback_count : 0;
@@ -1256,9 +1264,31 @@ static void fc_meta_push(FpgaCard *s)
 }
 
 /*
+ * The last byte of a chunk went: its completion record follows in the
+ * stream (board/fpga/registers.md, "Completion records"): the frame's
+ * chunks so far, the sequence number, the chunk and the card's clock.
+ */
+static void fc_record(FpgaCard *s, int64_t now)
+{
+    FcSrc *f = &s->src;
+    uint32_t c = f->off / f->chunk_bytes - 1;
+
+    f->rec = (struct fpga_p2p_completion) {
+        .chunks = cpu_to_le32(c + 1),
+        .magic = cpu_to_le32(FPGA_P2P_COMPLETION_MAGIC),
+        .sequence = cpu_to_le64(f->seq),
+        .chunk = cpu_to_le32(c),
+        .timestamp_ns = cpu_to_le64(fc_clock_at(s, now)),
+    };
+    f->rec_off = 0;
+    f->rec_pending = true;
+}
+
+/*
  * One step of capture: start a frame when it is due, or stream the next
- * piece of the frame into the current C2H descriptor. Returns the bytes
- * moved (0: nothing to do; then *wake is when to look again, or -1).
+ * piece of the frame (data, or a chunk's completion record) into the
+ * current C2H descriptor. Returns the bytes moved (0: nothing to do; then
+ * *wake is when to look again, or -1).
  */
 static uint32_t fc_c2h_step(FpgaCard *s, int64_t *wake)
 {
@@ -1266,7 +1296,7 @@ static uint32_t fc_c2h_step(FpgaCard *s, int64_t *wake)
     FcChan *ch = &s->c2h;
     int64_t now;
     uint32_t n;
-    bool end;
+    bool end, chunk_end;
 
     if (!(s->ctrl & FP_UB_CTRL_ENABLE) || s->c2h_stuck) {
         return 0;
@@ -1284,9 +1314,14 @@ static uint32_t fc_c2h_step(FpgaCard *s, int64_t *wake)
         return 0;       /* backpressure: wait for a kick */
     }
 
-    n = MIN(ch->d_len - ch->d_done, f->chunk_bytes - f->chunk_off);
-    n = MIN(n, FC_STEP_BYTES);
-    fc_fill(s, n);
+    if (f->rec_pending) {
+        n = MIN(ch->d_len - ch->d_done, sizeof(f->rec) - f->rec_off);
+        memcpy(s->buf, (uint8_t *)&f->rec + f->rec_off, n);
+    } else {
+        n = MIN(ch->d_len - ch->d_done, f->chunk_bytes - f->chunk_off);
+        n = MIN(n, FC_STEP_BYTES);
+        fc_fill(s, n);
+    }
     ch->last_dst = ch->d_dst + ch->d_done;
     if (!fc_dma_write(s, ch->d_dst + ch->d_done, s->buf, n)) {
         s->st[FC_ST_DMA_ERRORS]++;
@@ -1294,14 +1329,26 @@ static uint32_t fc_c2h_step(FpgaCard *s, int64_t *wake)
         return n;
     }
     ch->d_done += n;
-    f->off += n;
-    f->chunk_off += n;
-    if (f->chunk_off == f->chunk_bytes) {
+    if (f->rec_pending) {
+        f->rec_off += n;
+        f->rec_pending = f->rec_off < sizeof(f->rec);
+        chunk_end = !f->rec_pending;
+    } else {
+        f->off += n;
+        f->chunk_off += n;
+        chunk_end = f->chunk_off == f->chunk_bytes;
+        if (chunk_end && f->completion) {
+            /* In the same stream, so after the chunk's bytes. */
+            fc_record(s, now);
+            chunk_end = false;
+        }
+    }
+    if (chunk_end) {
         f->chunk_off = 0;
         f->next_due += fc_period(s);
         s->st[FC_ST_CHUNKS]++;
     }
-    end = f->off == f->frame_bytes;
+    end = chunk_end && f->off == f->frame_bytes;
     if (end) {
         fc_meta_push(s);
         f->active = false;

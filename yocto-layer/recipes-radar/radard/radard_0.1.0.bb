@@ -40,16 +40,15 @@ FILES:${PN} += "${nonarch_libdir}/tmpfiles.d"
 
 SYSTEMD_SERVICE:${PN} = "radard.service"
 
-# cudarc loads libcuda (tegra-libraries-cuda), libcufft and libnvrtc with
-# dlopen at run time: no ELF dependency tells bitbake, so they are named
-# here. cuda-cudart installs the ld.so.conf.d entry for /usr/local/cuda-*/lib,
-# where libcufft and libnvrtc live. The kernel module, the radar user and the
+# cudarc loads libcuda (tegra-libraries-cuda) and libnvrtc with dlopen at
+# run time: no ELF dependency tells bitbake, so they are named here (the
+# chain's FFTs are its own kernels: no cuFFT). cuda-cudart installs the
+# ld.so.conf.d entry for /usr/local/cuda-*/lib, where libnvrtc lives. The kernel module, the radar user and the
 # device node rule come with the last two.
 RDEPENDS:${PN} = "\
     cuda-cudart \
     cuda-nvrtc \
     kernel-module-fpga-p2p \
-    libcufft \
     radar-board \
     tegra-libraries-cuda \
 "

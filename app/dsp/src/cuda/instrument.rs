@@ -43,7 +43,7 @@ impl CudaBackend {
         self.pipeline.empty_chain_us(kernels, pdl, reps)
     }
 
-    /// Kernel launches in one frame's graph (cuFFT's included): the kernel
+    /// Kernel launches in one frame's graph: the kernel
     /// nodes of the staging slot's graph.
     pub fn kernels_per_frame(&self) -> Result<usize, DspError> {
         count_kernel_nodes(&self.staging.graph)

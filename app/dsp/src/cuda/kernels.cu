@@ -1,37 +1,41 @@
-// Radar processing chain, spec v1 (docs/processing-chain.md): the kernels around
-// the three cuFFT transforms. Compiled by NVRTC at start-up; the geometry,
+// Radar processing chain, spec v1 (docs/processing-chain.md): every kernel
+// of the chain, FFTs included (no cuFFT: its transforms cannot take the
+// conversion, the windows or the power sum with them, and each of those was
+// a pass over the frame). Compiled by NVRTC at start-up; the geometry,
 // CFAR window and caps arrive as #defines prepended by the host, so every
 // division and loop bound below is a compile-time constant.
 //
 // Buffers (all device memory unless noted):
-//   x      complex float [chirp m][rx j][n] -> after the range FFT [l][p][r]
-//          (p = i * N_RX + j since m = l * N_TX + i), after the Doppler FFT
-//          [d][p][r] with d already fftshifted (see convert_window).
-//   pmap   float [d][r], the non-coherently integrated power map.
-//   state  u32[4]: [0] candidate count (reset by power_map).
+//   frame  int16 I/Q [chirp m][rx j][sample n], the ring slot (mapped host
+//          memory read over PCIe on a discrete GPU, DRAM on Orin).
+//   x      complex float [p][r][l]: after the range FFT, channel p (= i *
+//          N_RX + j for chirp m = l * N_TX + i), range bin r, loop l; the
+//          Doppler window and its (-1)^l (the fftshift) already applied
+//          unless clutter removal is on. Column (p, r) is contiguous: the
+//          Doppler FFT reads it in one piece, and a detection's angle
+//          snapshot reads 16 such columns. The Doppler spectra are never
+//          stored: doppler_power keeps only the power map, and refine_output
+//          computes a detection's snapshot from x again (one DFT bin).
+//   pmap   float [r][d], the non-coherently integrated power map (range-
+//          major: doppler_power writes a range bin's row in one piece).
+//   state  u32[4]: [0] candidate count (reset by doppler_power).
 //   cand   Candidate[N_LOOPS * N_SAMPLES]: every CFAR hit that is a peak, in
 //          the order the hits were counted. cand[0 .. min(count, MAX_DET))
 //          are the kept detections (over the cap after select_overflow).
 //   keys   u32[MAX_DET]: the output-order key of cand[i].
-//   angle  complex float [MAX_DET][ANGLE_N]: row i is the angle snapshot of
-//          cand[i], zero-padded (the padding written once, at allocation).
-//   spectra complex float [MAX_DET][ANGLE_N]: the angle FFT of each row.
 //   rows   u32[MAX_DET]: scratch of select_overflow.
 //   out    mapped host memory: OutHeader then GpuDetection[MAX_DET].
 //
-// Kernel order: convert_window, range FFT, [clutter_doppler_window],
-// Doppler FFT, power_map, cfar_peaks, [select_overflow], angle FFT,
+// Kernel order: range_fft, doppler_power, cfar_peaks, [select_overflow],
 // refine_output. Without select_overflow in the frame's graph, a frame over
-// the cap gets select_overflow, angle FFT and refine_output again in a
-// second graph (the host launches it when the output header shows a cut).
-// On sm_90 power_map, cfar_peaks, select_overflow and refine_output may be
-// launched as programmatic dependents (PDL): they may start before the
-// kernel ahead of them has finished, and wait in pdl_wait() before reading
-// anything it wrote.
-// Chunk-streamed mode: convert_window and the range FFT run once per DMA
-// chunk as the chunk lands (a chunk is whole chirps, so its range rows are
-// a contiguous part of x); after the frame completes only the last chunk's
-// pair of them and the rest of the chain remain.
+// the cap gets select_overflow and refine_output again in a second graph
+// (the host launches it when the output header shows a cut). On sm_90 the
+// kernels after range_fft may be launched as programmatic dependents (PDL):
+// they may start before the kernel ahead of them has finished, and wait in
+// pdl_wait() before reading anything it wrote.
+// Chunk-streamed and GPU-triggered modes: range_fft runs once per DMA chunk
+// as the chunk lands (a chunk is whole chirps); after the frame completes
+// only the last chunk's and the rest of the chain remain.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -90,142 +94,545 @@ __device__ __forceinline__ void pdl_release_dependents()
 #endif
 }
 
-// Step 1 (and the Doppler window of step 3): int16 I/Q to complex float,
-// times the range window w_r[n] and the Doppler window w_d[l]. Both windows
-// are applied here because the range FFT is linear: windowing over l before
-// it equals windowing after it. w_d also carries (-1)^l, which moves the
-// Doppler spectrum by N_LOOPS/2: the FFT output index is then the fftshifted
-// bin d directly. With clutter removal the mean over l must be taken after
-// the range FFT and before the Doppler window, so w_d is all ones here and
-// clutter_doppler_window applies it.
-// Every store instruction of a warp is contiguous (512 bytes): a thread
-// converts a pair of samples (8-byte load from the slot, 16-byte store)
-// CONVERT_UNROLL times (a #define from the host), all loads issued before
-// the first store. The slot is mapped host memory read over PCIe on a
-// discrete GPU, DRAM on Orin.
-// Pairs [pair_begin, pair_end) are converted: the whole frame, or one DMA
-// chunk of it as it lands (chunk-streamed mode); indices are the frame's.
-#define CONVERT_PAIRS (N_CHIRPS * N_RX * N_SAMPLES / 2)
-
-extern "C" __global__ void __launch_bounds__(256)
-convert_window(const uint2 *__restrict__ frame, float4 *__restrict__ x,
-                     const float *__restrict__ w_range, const float *__restrict__ w_doppler,
-                     u64 pair_begin, u64 pair_end)
+// --- FFTs ----------------------------------------------------------------
+// A forward transform of N points (a power of two, >= 4) in shared memory,
+// Stockham autosort (natural order in and out), radix 4 with one radix-2
+// pass last when log2(N) is odd: N/4 threads (t = 0 .. N/4-1) of the
+// calling group work on it, every thread of the block calls it (the
+// passes are separated by __syncthreads). tw[k] = exp(-2 pi i k / N),
+// k < N, computed in double on the host. Each pass reads a thread's
+// inputs into registers, syncs, and writes its outputs to the same buffer.
+__device__ __forceinline__ float2 cmul(float2 a, float2 b)
 {
-    const u32 stride = gridDim.x * blockDim.x;
-    const u32 end = (u32)pair_end;
-    for (u32 base = (u32)pair_begin + blockIdx.x * blockDim.x + threadIdx.x; base < end;
-         base += stride * CONVERT_UNROLL) {
-        // Samples and window values all requested before the first use.
-        uint2 v[CONVERT_UNROLL];
-        float wd[CONVERT_UNROLL];
-        float2 wr[CONVERT_UNROLL];
+    return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+template <int N>
+__device__ __forceinline__ void fft_shared(float2 *a, const float2 *tw, u32 t, bool active)
+{
+    // Radix-4 passes: Ns = 1, 4, 16, ... while 4 * Ns <= N.
 #pragma unroll
-        for (int k = 0; k < CONVERT_UNROLL; ++k) {
-            const u32 t = min(base + k * stride, end - 1);
-            const u32 s = t * 2;
-            v[k] = frame[t];
-            wd[k] = w_doppler[s / (N_SAMPLES * N_RX * N_TX)];
-            wr[k] = *(const float2 *)&w_range[s % N_SAMPLES];
+    for (int ns = 1; ns * 4 <= N; ns *= 4) {
+        float2 v[4];
+        const u32 j = t; // one butterfly per thread: N/4 of them
+        const u32 k = j % ns;
+        if (active) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                v[r] = a[j + r * (N / 4)];
+            }
+            const u32 step = k * (N / (4 * ns));
+            v[1] = cmul(v[1], tw[step]);
+            v[2] = cmul(v[2], tw[(2 * step) & (N - 1)]);
+            v[3] = cmul(v[3], tw[(3 * step) & (N - 1)]);
+            const float2 s02 = make_float2(v[0].x + v[2].x, v[0].y + v[2].y);
+            const float2 d02 = make_float2(v[0].x - v[2].x, v[0].y - v[2].y);
+            const float2 s13 = make_float2(v[1].x + v[3].x, v[1].y + v[3].y);
+            const float2 d13 = make_float2(v[1].x - v[3].x, v[1].y - v[3].y);
+            v[0] = make_float2(s02.x + s13.x, s02.y + s13.y);
+            v[2] = make_float2(s02.x - s13.x, s02.y - s13.y);
+            // -i * d13 and +i * d13
+            v[1] = make_float2(d02.x + d13.y, d02.y - d13.x);
+            v[3] = make_float2(d02.x - d13.y, d02.y + d13.x);
         }
+        __syncthreads();
+        if (active) {
+            const u32 base = (j / ns) * ns * 4 + k;
 #pragma unroll
-        for (int k = 0; k < CONVERT_UNROLL; ++k) {
-            const u32 t = base + k * stride;
-            if (t < end) {
-                const float w0 = wr[k].x * wd[k];
-                const float w1 = wr[k].y * wd[k];
-                x[t] = make_float4((float)(short)(v[k].x & 0xffffu) * w0,
-                                   (float)(short)(v[k].x >> 16) * w0,
-                                   (float)(short)(v[k].y & 0xffffu) * w1,
-                                   (float)(short)(v[k].y >> 16) * w1);
+            for (int r = 0; r < 4; ++r) {
+                a[base + r * ns] = v[r];
             }
         }
+        __syncthreads();
+    }
+    // A last radix-2 pass when log2(N) is odd (Ns = N / 2): two butterflies
+    // per thread.
+    if ((N & 0x55555555) == 0) {
+        float2 y[2][2];
+        if (active) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const u32 j = t + h * (N / 4);
+                const float2 v0 = a[j];
+                const float2 v1 = cmul(a[j + N / 2], tw[j]);
+                y[h][0] = make_float2(v0.x + v1.x, v0.y + v1.y);
+                y[h][1] = make_float2(v0.x - v1.x, v0.y - v1.y);
+            }
+        }
+        __syncthreads();
+        if (active) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const u32 j = t + h * (N / 4);
+                a[j] = y[h][0];
+                a[j + N / 2] = y[h][1];
+            }
+        }
+        __syncthreads();
     }
 }
 
-// Step 2, optional static clutter removal: subtract the mean over loops of
-// each (virtual channel, range bin), then apply the Doppler window (with its
-// (-1)^l shift). One thread per column; neighbouring threads read
-// neighbouring range bins.
-extern "C" __global__ void __launch_bounds__(256)
-clutter_doppler_window(float2 *__restrict__ x, const float *__restrict__ w_doppler)
+// 256 points, the default geometry's range and Doppler FFTs, in registers:
+// 256 = 16 x 16. A group of 16 threads (t = 0 .. 15) takes one transform:
+// thread t holds x[16 n1 + t] (n1 = 0 .. 15), does a 16-point DFT over n1
+// in registers, multiplies by W256^(t k1), and the group exchanges the
+// values through shared memory once (a 16 x 17 padded square: no bank
+// conflicts); thread t then holds Y[k1 = t][n2] and its 16-point DFT over
+// n2 gives X[t + 16 k2], k2 = 0 .. 15. Two register passes, one exchange,
+// against four passes and eight barriers of fft_shared.
+__device__ __forceinline__ void dft4(float2 &a0, float2 &a1, float2 &a2, float2 &a3)
 {
-    const u32 cols = N_VIRT * N_SAMPLES;
-    const u32 c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) {
-        return;
+    const float2 s02 = make_float2(a0.x + a2.x, a0.y + a2.y);
+    const float2 d02 = make_float2(a0.x - a2.x, a0.y - a2.y);
+    const float2 s13 = make_float2(a1.x + a3.x, a1.y + a3.y);
+    const float2 d13 = make_float2(a1.x - a3.x, a1.y - a3.y);
+    a0 = make_float2(s02.x + s13.x, s02.y + s13.y);
+    a2 = make_float2(s02.x - s13.x, s02.y - s13.y);
+    a1 = make_float2(d02.x + d13.y, d02.y - d13.x);
+    a3 = make_float2(d02.x - d13.y, d02.y + d13.x);
+}
+
+// v[n] -> X[k] in place, forward, 16 points (16 = 4 x 4).
+__device__ __forceinline__ void dft16(float2 v[16])
+{
+    const float c1 = 0.92387953251128674f; // cos(pi/8)
+    const float s1 = 0.38268343236508978f; // sin(pi/8)
+    const float c2 = 0.70710678118654752f; // cos(pi/4)
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+        dft4(v[m], v[4 + m], v[8 + m], v[12 + m]);
     }
-    double sr = 0.0, si = 0.0;
-    for (u32 l = 0; l < N_LOOPS; ++l) {
-        const float2 v = x[(size_t)l * cols + c];
-        sr += v.x;
-        si += v.y;
+    // v[4q + m] *= W16^(m q): exponents 1, 2, 3 (q = 1), 2, 4, 6 (q = 2),
+    // 3, 6, 9 (q = 3).
+    const float2 w[10] = {
+        make_float2(1.0f, 0.0f), make_float2(c1, -s1), make_float2(c2, -c2),
+        make_float2(s1, -c1),    make_float2(0.0f, -1.0f), make_float2(-s1, -c1),
+        make_float2(-c2, -c2),   make_float2(-c1, -s1), make_float2(-1.0f, 0.0f),
+        make_float2(-c1, s1)};
+#pragma unroll
+    for (int q = 1; q < 4; ++q) {
+#pragma unroll
+        for (int m = 1; m < 4; ++m) {
+            v[4 * q + m] = cmul(v[4 * q + m], w[m * q]);
+        }
     }
-    const float mr = (float)(sr / N_LOOPS);
-    const float mi = (float)(si / N_LOOPS);
-    for (u32 l = 0; l < N_LOOPS; ++l) {
-        float2 v = x[(size_t)l * cols + c];
-        const float w = w_doppler[l];
-        v.x = (v.x - mr) * w;
-        v.y = (v.y - mi) * w;
-        x[(size_t)l * cols + c] = v;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        dft4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    }
+    // v[4q + s] is X[q + 4s]: transpose the 4 x 4 (compile-time indices).
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+#pragma unroll
+        for (int s = q + 1; s < 4; ++s) {
+            const float2 tmp = v[4 * q + s];
+            v[4 * q + s] = v[4 * s + q];
+            v[4 * s + q] = tmp;
+        }
     }
 }
 
-// Step 4: P[d][r] = sum over p of |X[d][p][r]|^2, accumulated in double and
-// rounded once to float, as the CPU reference does (the products of float
-// components are exact in double, so only the summation order differs).
-// Work item i sums two range bins (one 16-byte load per channel), split
-// over POWER_SPLIT consecutive lanes (a power of two, a #define from the
-// host): lane q of the group takes channels q, q + POWER_SPLIT, ..., and
-// the partial sums meet by shuffles. More lanes per item, more loads in
-// flight per SM. X comes from the kernel ahead of this one, which may still
-// be running when this one starts (PDL): L2 loads, not the read-only data
-// path. It also starts the frame's candidate count: every frame's work
-// passes here exactly once, after the previous frame's tail and before
-// cfar_peaks counts (the range work of a frame may be split over several
-// launches as its chunks land, so it cannot be done there).
-#define POWER_ITEMS (N_LOOPS * N_SAMPLES / 2)
-#define POWER_PER_LANE ((N_VIRT + POWER_SPLIT - 1) / POWER_SPLIT)
-
-extern "C" __global__ void __launch_bounds__(256)
-power_map(const float4 *x, float2 *__restrict__ pmap, u32 *__restrict__ state)
+// The 256-point transform of the group whose thread t holds v[n1] =
+// x[16 n1 + t]; `sq` is the group's 16 x 17 exchange square in shared
+// memory, `tw` the 256-point twiddles. Every thread of the block calls it
+// (one __syncthreads inside, and one after); threads not `active` leave
+// the square alone. On return v[k2] = X[t + 16 k2].
+__device__ __forceinline__ void fft256_regs(float2 v[16], float2 *sq, const float2 *tw, u32 t,
+                                            bool active)
 {
+    dft16(v);
+    if (active) {
+#pragma unroll
+        for (u32 k1 = 0; k1 < 16; ++k1) {
+            sq[k1 * 17 + t] = cmul(v[k1], tw[t * k1]);
+        }
+    }
+    __syncthreads();
+    if (active) {
+#pragma unroll
+        for (u32 n2 = 0; n2 < 16; ++n2) {
+            v[n2] = sq[t * 17 + n2];
+        }
+    }
+    __syncthreads();
+    dft16(v);
+}
+
+// --- Step 1 (and the Doppler window of step 3): range_fft ------------------
+// int16 I/Q to complex float, times the range window w_r[n] and the Doppler
+// window w_d[l], then the range FFT, then x[p][r][l]: one kernel, one read of
+// the frame, one write of x. Both windows are applied before the range FFT
+// because it is linear: windowing over l before it equals windowing after
+// it. w_d also carries (-1)^l, which moves the Doppler spectrum by N_LOOPS/2:
+// the Doppler FFT's output index is then the fftshifted bin d directly.
+// With clutter removal the mean over l must be taken after the range FFT
+// and before the Doppler window, so w_d is all ones here and doppler_power
+// applies it.
+// A block holds RANGE_ROWS consecutive loops of one channel p (its rows are
+// 1 KiB apart in the frame, each read in one piece), so that every range
+// bin's RANGE_ROWS values of l go to x as one contiguous run. Chirps
+// [chirp_begin, chirp_end) are transformed: the whole frame, or one DMA
+// chunk of it as it lands; rows outside are neither read nor written.
+#if N_SAMPLES == 256
+// The default geometry: 16 loops a block (each range bin's run of 16 loops
+// is a whole 128-byte line of x), 16 threads a row, the transform in
+// registers (fft256_regs). A row's 16 x 17 exchange square and its output
+// reuse the row's buffer (rows padded to 273 values: no bank conflicts
+// between the two rows of a warp).
+#define RANGE_ROWS 16
+#define RANGE_THREADS (16 * RANGE_ROWS)
+#define RANGE_ROW_STRIDE 273
+
+extern "C" __global__ void __launch_bounds__(RANGE_THREADS)
+range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
+          const float *__restrict__ w_range, const float *__restrict__ w_doppler,
+          const float2 *__restrict__ tw_range, u64 chirp_begin, u64 chirp_end, u64 *stamp)
+{
+    // GPU-triggered mode's last chunk: when the GPU started it.
+    if (stamp != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+        u64 t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        *(volatile u64 *)stamp = t;
+    }
+    __shared__ float2 buf[RANGE_ROWS * RANGE_ROW_STRIDE];
+    __shared__ float2 tw[256];
+    const u32 p = blockIdx.y;
+    const u32 i = p / N_RX;
+    const u32 j = p % N_RX;
+    const u32 row = threadIdx.x / 16;
+    const u32 t = threadIdx.x % 16;
+    const u32 cb = (u32)chirp_begin, ce = (u32)chirp_end;
+    const u32 l_first = cb > i ? (cb - i + N_TX - 1) / N_TX : 0;
+    const u32 l_end = ce > i ? (ce - i + N_TX - 1) / N_TX : 0;
+    const u32 l0 = l_first + blockIdx.x * RANGE_ROWS;
+    const u32 l = l0 + row;
+    const bool active = l < l_end;
+    float2 *rb = buf + row * RANGE_ROW_STRIDE;
+    for (u32 k = threadIdx.x; k < 256; k += RANGE_THREADS) {
+        tw[k] = tw_range[k];
+    }
+    // The row (1 KiB, contiguous in the frame) converted and windowed into
+    // the row's buffer: 8 pairs of samples a thread, all loads first.
+    if (active) {
+        const u32 m = l * N_TX + i;
+        const uint2 *src = frame + ((size_t)(m * N_RX + j) * 256) / 2;
+        const float wd = w_doppler[l];
+        uint2 q[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            q[k] = src[t + 16 * k];
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const u32 n = 2 * (t + 16 * k);
+            const float2 wr = *(const float2 *)&w_range[n];
+            const float w0 = wr.x * wd;
+            const float w1 = wr.y * wd;
+            rb[n] = make_float2((float)(short)(q[k].x & 0xffffu) * w0,
+                                (float)(short)(q[k].x >> 16) * w0);
+            rb[n + 1] = make_float2((float)(short)(q[k].y & 0xffffu) * w1,
+                                    (float)(short)(q[k].y >> 16) * w1);
+        }
+    }
+    __syncthreads();
+    float2 v[16];
+#pragma unroll
+    for (int n1 = 0; n1 < 16; ++n1) {
+        v[n1] = rb[16 * n1 + t];
+    }
+    __syncthreads();
+    fft256_regs(v, rb, tw, t, true);
+    // X[t + 16 k2] back into the row's buffer, then out by range bin.
+#pragma unroll
+    for (int k2 = 0; k2 < 16; ++k2) {
+        rb[t + 16 * k2] = v[k2];
+    }
+    __syncthreads();
+    const u32 valid = l_end > l0 ? min((u32)RANGE_ROWS, l_end - l0) : 0u;
+    float2 *dst = x + (size_t)p * 256 * N_LOOPS + l0;
+    for (u32 e = threadIdx.x; e < 256 * RANGE_ROWS; e += RANGE_THREADS) {
+        const u32 r = e / RANGE_ROWS;
+        const u32 rr = e % RANGE_ROWS;
+        if (rr < valid) {
+            dst[(size_t)r * N_LOOPS + rr] = buf[rr * RANGE_ROW_STRIDE + r];
+        }
+    }
+}
+#else
+#define RANGE_T (N_SAMPLES / 4)
+#define RANGE_ROWS_MAX ((6000 / N_SAMPLES) < 8 ? (6000 / N_SAMPLES) : 8)
+#define RANGE_ROWS (RANGE_ROWS_MAX < 1 ? 1 : RANGE_ROWS_MAX)
+#define RANGE_THREADS (RANGE_T * RANGE_ROWS)
+#define RANGE_PAIRS_PER_THREAD (N_SAMPLES / 2 / RANGE_T)
+
+extern "C" __global__ void __launch_bounds__(RANGE_THREADS)
+range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
+          const float *__restrict__ w_range, const float *__restrict__ w_doppler,
+          const float2 *__restrict__ tw_range, u64 chirp_begin, u64 chirp_end, u64 *stamp)
+{
+    // GPU-triggered mode's last chunk: when the GPU started it.
+    if (stamp != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+        u64 t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        *(volatile u64 *)stamp = t;
+    }
+    // A row padded by one value: the write-out reads down columns.
+    __shared__ float2 buf[RANGE_ROWS][N_SAMPLES + 1];
+    __shared__ float2 tw[N_SAMPLES];
+    const u32 p = blockIdx.y;
+    const u32 i = p / N_RX;
+    const u32 j = p % N_RX;
+    const u32 row = threadIdx.x / RANGE_T;
+    const u32 t = threadIdx.x % RANGE_T;
+    // The loops of TX i whose chirps l * N_TX + i lie in the range.
+    const u32 cb = (u32)chirp_begin, ce = (u32)chirp_end;
+    const u32 l_first = cb > i ? (cb - i + N_TX - 1) / N_TX : 0;
+    const u32 l_end = ce > i ? (ce - i + N_TX - 1) / N_TX : 0;
+    const u32 l0 = l_first + blockIdx.x * RANGE_ROWS;
+    const u32 l = l0 + row;
+    const bool active = l < l_end;
+    for (u32 k = threadIdx.x; k < N_SAMPLES; k += RANGE_THREADS) {
+        tw[k] = tw_range[k];
+    }
+    if (active) {
+        const u32 m = l * N_TX + i;
+        const uint2 *src = frame + ((size_t)(m * N_RX + j) * N_SAMPLES) / 2;
+        const float wd = w_doppler[l];
+        uint2 v[RANGE_PAIRS_PER_THREAD];
+#pragma unroll
+        for (int q = 0; q < RANGE_PAIRS_PER_THREAD; ++q) {
+            v[q] = src[t + q * RANGE_T];
+        }
+#pragma unroll
+        for (int q = 0; q < RANGE_PAIRS_PER_THREAD; ++q) {
+            const u32 n = 2 * (t + q * RANGE_T);
+            const float2 wr = *(const float2 *)&w_range[n];
+            const float w0 = wr.x * wd;
+            const float w1 = wr.y * wd;
+            buf[row][n] = make_float2((float)(short)(v[q].x & 0xffffu) * w0,
+                                      (float)(short)(v[q].x >> 16) * w0);
+            buf[row][n + 1] = make_float2((float)(short)(v[q].y & 0xffffu) * w1,
+                                          (float)(short)(v[q].y >> 16) * w1);
+        }
+    }
+    __syncthreads();
+    fft_shared<N_SAMPLES>(buf[row], tw, t, active);
+    // x[p][r][l0 .. l0 + RANGE_ROWS): consecutive threads take consecutive
+    // loops of one range bin, then the next bin.
+    const u32 valid = l_end > l0 ? min((u32)RANGE_ROWS, l_end - l0) : 0u;
+    float2 *dst = x + (size_t)p * N_SAMPLES * N_LOOPS + l0;
+    for (u32 e = threadIdx.x; e < N_SAMPLES * RANGE_ROWS; e += RANGE_THREADS) {
+        const u32 r = e / RANGE_ROWS;
+        const u32 rr = e % RANGE_ROWS;
+        if (rr < valid) {
+            dst[(size_t)r * N_LOOPS + rr] = buf[rr][r];
+        }
+    }
+}
+#endif
+
+// --- Steps 2 to 4: doppler_power -------------------------------------------
+// One block per range bin r: the columns x[p][r][0 .. N_LOOPS) of every
+// channel (contiguous, each read in one piece), [clutter removal: the mean
+// over l subtracted, then the Doppler window with its (-1)^l], the Doppler
+// FFT of each (its output index is the fftshifted Doppler bin), and
+// P[d][r] = sum over p of |X[d][p][r]|^2: the float32 components squared
+// and summed in double in channel order, rounded once to float, as the CPU
+// reference does (the products of float components are exact in double).
+// The spectra stay in shared memory; pmap[r][...] is written in one piece.
+// It also starts the frame's candidate count: every frame's work passes
+// here exactly once, after the previous frame's tail and before cfar_peaks
+// counts.
+#if N_LOOPS == 256
+// The default geometry: 16 threads a column (fft256_regs), its 16 loads
+// straight from x (16 consecutive loops per load instruction: 128-byte
+// lines), N_VIRT columns at a time.
+#define DOPPLER_COLS (N_VIRT < 16 ? N_VIRT : 16)
+#define DOPPLER_THREADS_FFT (16 * DOPPLER_COLS)
+#define DOPPLER_THREADS (DOPPLER_THREADS_FFT > 256 ? DOPPLER_THREADS_FFT : 256)
+#define DOPPLER_COL_STRIDE 273
+
+extern "C" __global__ void __launch_bounds__(DOPPLER_THREADS)
+doppler_power(const float2 *x, float *__restrict__ pmap, u32 *__restrict__ state,
+              const float2 *__restrict__ tw_doppler, const float *__restrict__ w_clutter)
+{
+    __shared__ float2 buf[DOPPLER_COLS * DOPPLER_COL_STRIDE];
+    __shared__ float2 tw[256];
+    const u32 r = blockIdx.x;
+    const u32 col = threadIdx.x / 16;
+    const u32 t = threadIdx.x % 16;
+    float2 *cb = buf + (col < DOPPLER_COLS ? col : 0) * DOPPLER_COL_STRIDE;
+    for (u32 k = threadIdx.x; k < 256; k += DOPPLER_THREADS) {
+        tw[k] = tw_doppler[k];
+    }
     pdl_wait();
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         state[0] = 0;
     }
-    // cfar_peaks may be scheduled alongside: it waits for this grid.
     pdl_release_dependents();
-    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    const u32 item = t / POWER_SPLIT;
-    const u32 q = t % POWER_SPLIT;
-    const u32 half = N_SAMPLES / 2;
-    // Every lane of a group stays for the shuffles; items past the end
-    // read item 0 and write nothing.
-    const u32 it = item < POWER_ITEMS ? item : 0;
-    const float4 *base = x + (size_t)(it / half) * N_VIRT * half + it % half;
-    float4 v[POWER_PER_LANE];
+    double acc = 0.0; // P[d = threadIdx.x][r]
+    for (u32 p0 = 0; p0 < N_VIRT; p0 += DOPPLER_COLS) {
+        const u32 p = p0 + col;
+        const bool active = col < DOPPLER_COLS && p < N_VIRT;
+        float2 v[16];
+        const float2 *src = x + ((size_t)(active ? p : 0) * N_SAMPLES + r) * 256;
+        // x comes from the kernel ahead (L2 loads, not the read-only path).
 #pragma unroll
-    for (u32 j = 0; j < POWER_PER_LANE; ++j) {
-        const u32 p = q + j * POWER_SPLIT;
-        v[j] = p < N_VIRT ? __ldcg(&base[p * half]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    double a0 = 0.0, a1 = 0.0;
+        for (int n1 = 0; n1 < 16; ++n1) {
+            v[n1] = active ? __ldcg(&src[16 * n1 + t]) : make_float2(0.0f, 0.0f);
+        }
+#if CLUTTER
+        // The column's mean over l (double, over the group's 16 lanes),
+        // rounded to float, subtracted, then the window, in float.
+        {
+            double sr = 0.0, si = 0.0;
 #pragma unroll
-    for (u32 j = 0; j < POWER_PER_LANE; ++j) {
-        a0 += (double)v[j].x * (double)v[j].x + (double)v[j].y * (double)v[j].y;
-        a1 += (double)v[j].z * (double)v[j].z + (double)v[j].w * (double)v[j].w;
-    }
+            for (int n1 = 0; n1 < 16; ++n1) {
+                sr += v[n1].x;
+                si += v[n1].y;
+            }
 #pragma unroll
-    for (u32 m = 1; m < POWER_SPLIT; m <<= 1) {
-        a0 += __shfl_xor_sync(0xffffffffu, a0, m);
-        a1 += __shfl_xor_sync(0xffffffffu, a1, m);
+            for (u32 m = 1; m < 16; m <<= 1) {
+                sr += __shfl_xor_sync(0xffffffffu, sr, m);
+                si += __shfl_xor_sync(0xffffffffu, si, m);
+            }
+            const float mr = (float)(sr / 256.0), mi = (float)(si / 256.0);
+#pragma unroll
+            for (int n1 = 0; n1 < 16; ++n1) {
+                const float w = w_clutter[16 * n1 + t];
+                v[n1] = make_float2((v[n1].x - mr) * w, (v[n1].y - mi) * w);
+            }
+        }
+#endif
+        fft256_regs(v, cb, tw, t, active);
+        // X[t + 16 k2] of column p into its buffer; then P[d][r] for
+        // d = threadIdx.x, this pass's channels in order.
+        if (active) {
+#pragma unroll
+            for (int k2 = 0; k2 < 16; ++k2) {
+                cb[t + 16 * k2] = v[k2];
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x < 256) {
+            const u32 d = threadIdx.x;
+            for (u32 c = 0; c < DOPPLER_COLS && p0 + c < N_VIRT; ++c) {
+                const float2 y = buf[c * DOPPLER_COL_STRIDE + d];
+                acc += (double)y.x * (double)y.x + (double)y.y * (double)y.y;
+            }
+        }
+        __syncthreads();
     }
-    if (q == 0 && item < POWER_ITEMS) {
-        pmap[item] = make_float2((float)a0, (float)a1);
+    if (threadIdx.x < 256) {
+        pmap[(size_t)r * 256 + threadIdx.x] = (float)acc;
     }
 }
+#else
+#define DOPPLER_T (N_LOOPS / 4)
+#define DOPPLER_COLS_MAX (1024 / DOPPLER_T)
+#define DOPPLER_COLS_SMEM (6144 / N_LOOPS)
+#define DOPPLER_COLS_A (DOPPLER_COLS_MAX < DOPPLER_COLS_SMEM ? DOPPLER_COLS_MAX : DOPPLER_COLS_SMEM)
+#define DOPPLER_COLS (N_VIRT < DOPPLER_COLS_A ? N_VIRT : DOPPLER_COLS_A)
+#define DOPPLER_FFT_THREADS (DOPPLER_COLS * DOPPLER_T)
+#define DOPPLER_THREADS (DOPPLER_FFT_THREADS > N_LOOPS ? DOPPLER_FFT_THREADS : N_LOOPS)
+
+extern "C" __global__ void __launch_bounds__(DOPPLER_THREADS)
+doppler_power(const float2 *x, float *__restrict__ pmap, u32 *__restrict__ state,
+              const float2 *__restrict__ tw_doppler, const float *__restrict__ w_clutter)
+{
+    __shared__ float2 buf[DOPPLER_COLS][N_LOOPS];
+    __shared__ float2 tw[N_LOOPS];
+#if CLUTTER
+    __shared__ double part[DOPPLER_COLS][DOPPLER_T];
+    __shared__ float mean_re[DOPPLER_COLS], mean_im[DOPPLER_COLS];
+#endif
+    const u32 r = blockIdx.x;
+    const u32 col = threadIdx.x / DOPPLER_T;
+    const u32 t = threadIdx.x % DOPPLER_T;
+    const bool fft_thread = threadIdx.x < DOPPLER_FFT_THREADS;
+    for (u32 k = threadIdx.x; k < N_LOOPS; k += DOPPLER_THREADS) {
+        tw[k] = tw_doppler[k];
+    }
+    pdl_wait();
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        state[0] = 0;
+    }
+    pdl_release_dependents();
+    double acc = 0.0; // P[d = threadIdx.x][r]
+    for (u32 p0 = 0; p0 < N_VIRT; p0 += DOPPLER_COLS) {
+        const u32 p = p0 + col;
+        const bool active = fft_thread && p < N_VIRT;
+        if (active) {
+            // Column (p, r): N_LOOPS contiguous values; x comes from the
+            // kernel ahead of this one (L2 loads, not the read-only path).
+            const float4 *src = (const float4 *)(x + ((size_t)p * N_SAMPLES + r) * N_LOOPS);
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const u32 e = t + q * DOPPLER_T; // pairs of loops
+                const float4 v = __ldcg(&src[e]);
+                buf[col][2 * e] = make_float2(v.x, v.y);
+                buf[col][2 * e + 1] = make_float2(v.z, v.w);
+            }
+        }
+#if CLUTTER
+        // The mean over l of the column, in double, rounded to float, the
+        // real part then the imaginary part through one array of partial
+        // sums; then (v - mean) * w, in float (the CPU reference's order).
+        __syncthreads();
+#pragma unroll
+        for (int part_of = 0; part_of < 2; ++part_of) {
+            if (active) {
+                double sum = 0.0;
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const float2 v = buf[col][t + q * DOPPLER_T];
+                    sum += part_of == 0 ? v.x : v.y;
+                }
+                part[col][t] = sum;
+            }
+            __syncthreads();
+            if (active && t == 0) {
+                double sum = 0.0;
+                for (u32 k = 0; k < DOPPLER_T; ++k) {
+                    sum += part[col][k];
+                }
+                if (part_of == 0) {
+                    mean_re[col] = (float)(sum / N_LOOPS);
+                } else {
+                    mean_im[col] = (float)(sum / N_LOOPS);
+                }
+            }
+            __syncthreads();
+        }
+        if (active) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const u32 l = t + q * DOPPLER_T;
+                float2 v = buf[col][l];
+                const float w = w_clutter[l];
+                v.x = (v.x - mean_re[col]) * w;
+                v.y = (v.y - mean_im[col]) * w;
+                buf[col][l] = v;
+            }
+        }
+#endif
+        __syncthreads();
+        fft_shared<N_LOOPS>(buf[col], tw, t, active);
+        // P[d][r] for d = threadIdx.x: this pass's channels in order.
+        if (threadIdx.x < N_LOOPS) {
+            const u32 d = threadIdx.x;
+            for (u32 c = 0; c < DOPPLER_COLS && p0 + c < N_VIRT; ++c) {
+                const float2 v = buf[c][d];
+                acc += (double)v.x * (double)v.x + (double)v.y * (double)v.y;
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x < N_LOOPS) {
+        pmap[(size_t)r * N_LOOPS + threadIdx.x] = (float)acc;
+    }
+}
+#endif
 
 // Output order: ascending range bin, then Doppler bin.
 __device__ __forceinline__ u32 order_key(u32 cell)
@@ -249,46 +656,6 @@ __device__ __forceinline__ Candidate load_candidate(const Candidate *c)
     k.nb[2] = __uint_as_float(b.z);
     k.nb[3] = __uint_as_float(b.w);
     return k;
-}
-
-// Step 8's snapshot: z_p = X[d][p][r] times the TDM Doppler compensation
-// tdm[d][i] (the CPU's float32 phasor table), times (-1)^p so that the
-// angle FFT's output comes out fftshifted.
-__device__ __forceinline__ void load_snapshot(const float2 *x, const float2 *__restrict__ tdm,
-                                              u32 d, u32 r, float2 z[N_VIRT])
-{
-    float2 v[N_VIRT];
-    float2 w[N_TX];
-#pragma unroll
-    for (u32 p = 0; p < N_VIRT; ++p) {
-        v[p] = __ldcg(&x[((size_t)d * N_VIRT + p) * N_SAMPLES + r]);
-    }
-#pragma unroll
-    for (u32 i = 0; i < N_TX; ++i) {
-        w[i] = tdm[d * N_TX + i];
-    }
-#pragma unroll
-    for (u32 p = 0; p < N_VIRT; ++p) {
-        const float2 c = w[p / N_RX];
-        // Rounded like the CPU's complex multiply (no FMA contraction).
-        float re = __fsub_rn(__fmul_rn(v[p].x, c.x), __fmul_rn(v[p].y, c.y));
-        float im = __fadd_rn(__fmul_rn(v[p].x, c.y), __fmul_rn(v[p].y, c.x));
-        if (p & 1u) {
-            re = -re;
-            im = -im;
-        }
-        z[p] = make_float2(re, im);
-    }
-}
-
-// Angle row: the snapshot; its zero padding to ANGLE_N was written once
-// (the angle FFT runs out of place and leaves its input as it was).
-__device__ __forceinline__ void write_angle_row(float2 *__restrict__ row, const float2 z[N_VIRT])
-{
-#pragma unroll
-    for (u32 p = 0; p < N_VIRT; ++p) {
-        row[p] = z[p];
-    }
 }
 
 // Over the cap, rank by P/mu as a double (descending; the bits of a
@@ -318,11 +685,9 @@ __device__ __forceinline__ u32 digit_shift(int pass)
 // rank key (an exact radix select, 8 bits a pass: 8 passes over the
 // ratio's bits, then 4 over the tie-break key) and make cand[0 .. MAX_DET)
 // exactly those: each kept candidate counted at or after MAX_DET moves,
-// with its key and angle snapshot, into a row whose candidate is not kept.
+// with its key, into a row whose candidate is not kept.
 // Both sets have the same size. Output order is refine_output's business.
-__device__ void select_overflow_block(Candidate *cand, const u32 *state, u32 *keys,
-                                      float2 *angle, u32 *rows, const float2 *x,
-                                      const float2 *__restrict__ tdm)
+__device__ void select_overflow_block(Candidate *cand, const u32 *state, u32 *keys, u32 *rows)
 {
     __shared__ u32 s_hist[256];
     __shared__ u64 s_prefix_hi;
@@ -426,11 +791,8 @@ __device__ void select_overflow_block(Candidate *cand, const u32 *state, u32 *ke
         const u64 hi = rank_hi(k);
         if (hi > t_hi || (hi == t_hi && rank_lo(k) >= t_lo)) {
             const u32 row = __ldcg(&rows[atomicAdd(&s_moved, 1u)]);
-            float2 z[N_VIRT];
-            load_snapshot(x, tdm, k.cell / N_SAMPLES, k.cell % N_SAMPLES, z);
             cand[row] = k;
             keys[row] = order_key(k.cell);
-            write_angle_row(angle + (size_t)row * ANGLE_N, z);
         }
     }
 }
@@ -449,8 +811,8 @@ __device__ void select_overflow_block(Candidate *cand, const u32 *state, u32 *ke
 // cancel next to a target far above the noise.
 // A hit that is a peak takes a slot from the counter and writes its
 // candidate (with the four neighbour powers refinement needs); slots below
-// MAX_DET also write their output key and angle snapshot, so that when the
-// frame is under the cap nothing has to be gathered later.
+// MAX_DET also write their output key, so that when the frame is under the
+// cap nothing has to be gathered later.
 #define HALO_D (CFAR_TILE_D + 2 * WIN_D)
 #define HALO_R (CFAR_TILE_R + 2 * WIN_R)
 #define CFAR_THREADS (CFAR_TILE_D * CFAR_TILE_R)
@@ -458,10 +820,8 @@ __device__ void select_overflow_block(Candidate *cand, const u32 *state, u32 *ke
 #define HALO_PER_THREAD ((HALO_CELLS + CFAR_THREADS - 1) / CFAR_THREADS)
 
 extern "C" __global__ void __launch_bounds__(CFAR_THREADS)
-cfar_peaks(const float *pmap, const float2 *x,
-           const double *__restrict__ alpha_by_range, const u32 *__restrict__ n_eff_by_range,
-           const float2 *__restrict__ tdm, u32 *state, Candidate *cand, u32 *keys,
-           float2 *angle)
+cfar_peaks(const float *pmap, const double *__restrict__ alpha_by_range,
+           const u32 *__restrict__ n_eff_by_range, u32 *state, Candidate *cand, u32 *keys)
 {
     // P as double: each value is converted once here, not in every sum.
     __shared__ double sp[HALO_D][HALO_R];
@@ -484,24 +844,25 @@ cfar_peaks(const float *pmap, const float2 *x,
 
     // All of a thread's halo loads first (unconditional, from a valid
     // address), then the shared-memory stores: a load and its store in one
-    // branch would make the loads wait for each other.
+    // branch would make the loads wait for each other. pmap is range-major
+    // (pmap[r][d]): consecutive threads take consecutive Doppler bins.
     float hv[HALO_PER_THREAD];
 #pragma unroll
     for (int j = 0; j < HALO_PER_THREAD; ++j) {
         const int i = tid + j * CFAR_THREADS;
-        const int hd = i / HALO_R;
-        const int rh = r0 - WIN_R + i % HALO_R;
+        const int hd = i % HALO_D;
+        const int rh = r0 - WIN_R + i / HALO_D;
         // N_LOOPS is a power of two: & wraps negative rows too.
         const int dh = (d0 - WIN_D + hd) & (N_LOOPS - 1);
         const bool ok = i < HALO_CELLS && rh >= 0 && rh < N_SAMPLES;
-        hv[j] = __ldcg(&pmap[ok ? dh * N_SAMPLES + rh : 0]);
+        hv[j] = __ldcg(&pmap[ok ? rh * N_LOOPS + dh : 0]);
     }
 #pragma unroll
     for (int j = 0; j < HALO_PER_THREAD; ++j) {
         const int i = tid + j * CFAR_THREADS;
-        const int rh = r0 - WIN_R + i % HALO_R;
+        const int rh = r0 - WIN_R + i / HALO_D;
         if (i < HALO_CELLS) {
-            sp[i / HALO_R][i % HALO_R] = (rh >= 0 && rh < N_SAMPLES) ? (double)hv[j] : 0.0;
+            sp[i % HALO_D][i / HALO_D] = (rh >= 0 && rh < N_SAMPLES) ? (double)hv[j] : 0.0;
         }
     }
     __syncthreads();
@@ -557,10 +918,6 @@ cfar_peaks(const float *pmap, const float2 *x,
         }
     }
     if (keep) {
-        // The snapshot's loads and the counter's atomic are independent:
-        // both round trips overlap.
-        float2 z[N_VIRT];
-        load_snapshot(x, tdm, (u32)d, (u32)r, z);
         const u32 slot = atomicAdd(&state[0], 1u);
         Candidate k;
         k.cell = (u32)(d * N_SAMPLES + r);
@@ -576,18 +933,16 @@ cfar_peaks(const float *pmap, const float2 *x,
         }
         if (slot < MAX_DET) {
             keys[slot] = order_key(k.cell);
-            write_angle_row(angle + (size_t)slot * ANGLE_N, z);
         }
     }
 }
 
 // Step 7 over the cap as its own kernel (one block).
 extern "C" __global__ void __launch_bounds__(1024)
-select_overflow(Candidate *cand, const u32 *state, u32 *keys, float2 *angle, u32 *rows,
-                const float2 *x, const float2 *__restrict__ tdm)
+select_overflow(Candidate *cand, const u32 *state, u32 *keys, u32 *rows)
 {
     pdl_wait();
-    select_overflow_block(cand, state, keys, angle, rows, x, tdm);
+    select_overflow_block(cand, state, keys, rows);
 }
 
 // Parabolic interpolation on power (spec v1 step 9), in double, clamped to
@@ -612,55 +967,54 @@ __device__ __forceinline__ float norm_sqr(float2 z)
     return __fadd_rn(__fmul_rn(z.x, z.x), __fmul_rn(z.y, z.y));
 }
 
-// Steps 7 (output order), 8 (peak of the angle spectrum: the first
-// maximum, neighbours cyclic), 9 and 10, with the unit conversions of
-// refine.rs: one warp per kept detection s (cand[s], spectra row s). Its
-// place in the output is the number of kept detections with a smaller
-// output key (keys are unique), so no sort is needed. Every load is issued
-// before the count of kept detections is known (all addresses are valid),
-// so the kernel waits for one round trip to memory, not three. Results go
-// straight to mapped host memory.
+// Steps 7 (output order), 8 (the snapshot, its angle spectrum and the
+// peak: the first maximum, neighbours cyclic), 9 and 10, with the unit
+// conversions of refine.rs: one warp per kept detection s (cand[s]). The
+// snapshot z_p = X[d][p][r] is the Doppler bin d of column x[p][r][...]:
+// one DFT bin, the warp's lanes taking every 32nd loop (16 columns of
+// contiguous loads), summed across the warp. With clutter removal the
+// column's mean comes off first and the window goes on, as doppler_power
+// does. Then the TDM compensation and (-1)^p (the angle spectrum comes out
+// fftshifted) and the ANGLE_N-point zero-padded spectrum as a direct DFT of
+// the N_VIRT values (lanes take every 32nd bin). Its place in the output
+// is the number of kept detections with a smaller output key (keys are
+// unique), so no sort is needed. Results go straight to mapped host memory.
 #define REFINE_WARPS 8
 #define ANGLE_PER_LANE ((ANGLE_N + 31) / 32)
+#define SNAP_PER_LANE ((N_LOOPS + 31) / 32)
 #define KEYS_PER_THREAD ((MAX_DET + REFINE_WARPS * 32 - 1) / (REFINE_WARPS * 32))
+#define SNAP_CH_PER_WARP ((N_VIRT + REFINE_WARPS - 1) / REFINE_WARPS)
 
+__device__ __forceinline__ float2 warp_sum(float2 v)
+{
+#pragma unroll
+    for (u32 m = 16; m > 0; m >>= 1) {
+        v.x += __shfl_xor_sync(0xffffffffu, v.x, m);
+        v.y += __shfl_xor_sync(0xffffffffu, v.y, m);
+    }
+    return v;
+}
+
+// One block per kept detection s (blocks past the kept count return at
+// once): the block's warps share the snapshot's channels (warp w takes
+// p = w, w + REFINE_WARPS, ...; every load issued before the first use),
+// then warp 0 does the rest.
 extern "C" __global__ void __launch_bounds__(REFINE_WARPS * 32)
 refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
-              const u32 *__restrict__ keys, const float2 *__restrict__ spectra,
-              OutHeader *out_header, GpuDetection *out_det, double range_bin_m,
-              double velocity_bin_mps)
+              const u32 *__restrict__ keys, const float2 *x, const float2 *__restrict__ tdm,
+              const float2 *__restrict__ tw_doppler, const float2 *__restrict__ tw_angle,
+              const float *__restrict__ w_clutter, OutHeader *out_header, GpuDetection *out_det,
+              double range_bin_m, double velocity_bin_mps)
 {
     __shared__ u32 s_keys[MAX_DET];
+    __shared__ float2 s_tw[N_LOOPS];
+    __shared__ float2 s_twa[ANGLE_N];
+    __shared__ float2 s_z[N_VIRT];
     pdl_wait();
     const u32 lane = threadIdx.x & 31u;
-    const u32 s = blockIdx.x * REFINE_WARPS + (threadIdx.x >> 5);
+    const u32 warp = threadIdx.x >> 5;
+    const u32 s = blockIdx.x;
     const u32 total = __ldcg(&state[0]);
-    // Every load before any use (a load and its store in one loop
-    // iteration would make the loads wait for each other).
-    u32 kv[KEYS_PER_THREAD];
-#pragma unroll
-    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
-        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
-        kv[j] = __ldcg(&keys[i < MAX_DET ? i : 0]);
-    }
-    const bool row = s < MAX_DET; // the same for the whole warp
-    const float2 *a = spectra + (size_t)(row ? s : 0) * ANGLE_N;
-    float2 spec[ANGLE_PER_LANE];
-#pragma unroll
-    for (u32 j = 0; j < ANGLE_PER_LANE; ++j) {
-        const u32 q = lane + 32 * j;
-        spec[j] = q < ANGLE_N ? __ldcg(&a[q]) : make_float2(0.0f, 0.0f);
-    }
-    const Candidate k = load_candidate(&cand[row ? s : 0]);
-#pragma unroll
-    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
-        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
-        if (i < MAX_DET) {
-            s_keys[i] = kv[j];
-        }
-    }
-    __syncthreads();
-
     const u32 n = min(total, (u32)N_CELLS);
     const u32 n_out = min(n, (u32)MAX_DET);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -672,7 +1026,82 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
         *out_header = h;
     }
     if (s >= n_out) {
-        return; // the whole warp
+        return; // the whole block
+    }
+    for (u32 k = threadIdx.x; k < N_LOOPS; k += REFINE_WARPS * 32) {
+        s_tw[k] = tw_doppler[k];
+    }
+    for (u32 k = threadIdx.x; k < ANGLE_N; k += REFINE_WARPS * 32) {
+        s_twa[k] = tw_angle[k];
+    }
+    __syncthreads();
+    const Candidate k = load_candidate(&cand[s]);
+    const u32 d = k.cell / N_SAMPLES;
+    const u32 r = k.cell % N_SAMPLES;
+    // This warp's channels of the snapshot: all loads first.
+    float2 v[SNAP_CH_PER_WARP][SNAP_PER_LANE];
+#pragma unroll
+    for (u32 c = 0; c < SNAP_CH_PER_WARP; ++c) {
+        const u32 p = warp + c * REFINE_WARPS;
+        const float2 *col = x + ((size_t)(p < N_VIRT ? p : 0) * N_SAMPLES + r) * N_LOOPS;
+#pragma unroll
+        for (u32 j = 0; j < SNAP_PER_LANE; ++j) {
+            const u32 l = lane + 32 * j;
+            v[c][j] = l < N_LOOPS ? __ldcg(&col[l]) : make_float2(0.0f, 0.0f);
+        }
+    }
+    u32 kv[KEYS_PER_THREAD];
+#pragma unroll
+    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
+        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
+        kv[j] = __ldcg(&keys[i < MAX_DET ? i : 0]);
+    }
+#pragma unroll
+    for (u32 c = 0; c < SNAP_CH_PER_WARP; ++c) {
+        const u32 p = warp + c * REFINE_WARPS;
+#if CLUTTER
+        double sr = 0.0, si = 0.0;
+#pragma unroll
+        for (u32 j = 0; j < SNAP_PER_LANE; ++j) {
+            sr += v[c][j].x;
+            si += v[c][j].y;
+        }
+#pragma unroll
+        for (u32 m = 16; m > 0; m >>= 1) {
+            sr += __shfl_xor_sync(0xffffffffu, sr, m);
+            si += __shfl_xor_sync(0xffffffffu, si, m);
+        }
+        const float mr = (float)(sr / N_LOOPS), mi = (float)(si / N_LOOPS);
+#pragma unroll
+        for (u32 j = 0; j < SNAP_PER_LANE; ++j) {
+            const u32 l = lane + 32 * j;
+            const float w = l < N_LOOPS ? w_clutter[l] : 0.0f;
+            v[c][j] = make_float2((v[c][j].x - mr) * w, (v[c][j].y - mi) * w);
+        }
+#endif
+        float2 acc = make_float2(0.0f, 0.0f);
+#pragma unroll
+        for (u32 j = 0; j < SNAP_PER_LANE; ++j) {
+            const u32 l = lane + 32 * j;
+            const float2 t = cmul(v[c][j], s_tw[(l * d) & (N_LOOPS - 1)]);
+            acc.x += t.x;
+            acc.y += t.y;
+        }
+        acc = warp_sum(acc);
+        if (lane == 0 && p < N_VIRT) {
+            s_z[p] = acc;
+        }
+    }
+#pragma unroll
+    for (u32 j = 0; j < KEYS_PER_THREAD; ++j) {
+        const u32 i = threadIdx.x + j * REFINE_WARPS * 32;
+        if (i < MAX_DET) {
+            s_keys[i] = kv[j];
+        }
+    }
+    __syncthreads();
+    if (warp != 0) {
+        return;
     }
 
     const u32 key = order_key(k.cell);
@@ -681,6 +1110,38 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
         below += s_keys[i] < key ? 1u : 0u;
     }
     const u32 place = __reduce_add_sync(0xffffffffu, below);
+
+    // TDM compensation tdm[d][i] (the CPU's float32 phasor table, rounded
+    // like the CPU's complex multiply: no FMA contraction) and (-1)^p.
+    float2 z[N_VIRT];
+#pragma unroll
+    for (u32 p = 0; p < N_VIRT; ++p) {
+        const float2 zp = s_z[p];
+        const float2 c = tdm[d * N_TX + p / N_RX];
+        float re = __fsub_rn(__fmul_rn(zp.x, c.x), __fmul_rn(zp.y, c.y));
+        float im = __fadd_rn(__fmul_rn(zp.x, c.y), __fmul_rn(zp.y, c.x));
+        if (p & 1u) {
+            re = -re;
+            im = -im;
+        }
+        z[p] = make_float2(re, im);
+    }
+    // The angle spectrum, zero-padded to ANGLE_N: bins lane, lane + 32, ...
+    float2 spec[ANGLE_PER_LANE];
+#pragma unroll
+    for (u32 j = 0; j < ANGLE_PER_LANE; ++j) {
+        const u32 q = lane + 32 * j;
+        float2 f = make_float2(0.0f, 0.0f);
+        if (q < ANGLE_N) {
+#pragma unroll
+            for (u32 p = 0; p < N_VIRT; ++p) {
+                const float2 t = cmul(z[p], s_twa[(p * q) % ANGLE_N]);
+                f.x += t.x;
+                f.y += t.y;
+            }
+        }
+        spec[j] = f;
+    }
 
     float best = -1.0f;
     u32 kb = 0;
@@ -728,8 +1189,6 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
     if (lane > 2) {
         return;
     }
-    const u32 d = k.cell / N_SAMPLES;
-    const u32 r = k.cell % N_SAMPLES;
     const float p0 = k.power;
     const float da = parabolic(norm_sqr(am), best, norm_sqr(ap));
     // Range is not cyclic: no refinement at the first and last bin.
@@ -768,4 +1227,89 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
     o.doppler_bin_refined = db;
     o.angle_bin_refined = ab;
     out_det[place] = o;
+}
+
+// --- GPU-triggered processing (docs/processing-chain.md, section 10) ------
+// Each ring slot's graph waits, before each chunk's range work, until the
+// slot's completion count (written by the card after the chunk) says the
+// chunk landed; these three kernels are the rest of it.
+
+// At a frame's first chunk: the CFAR scale table the host chose last. The
+// host writes the table it does not point at, then flips the index; a block
+// reads the index once, so one frame uses one table.
+extern "C" __global__ void __launch_bounds__(256)
+alpha_sync(const double *alpha_host, const volatile u32 *index, double *__restrict__ alpha)
+{
+    __shared__ u32 s_table;
+    if (threadIdx.x == 0) {
+        s_table = *index & 1u;
+    }
+    __syncthreads();
+    const double *src = alpha_host + (size_t)s_table * N_SAMPLES;
+    for (u32 r = threadIdx.x; r < N_SAMPLES; r += blockDim.x) {
+        alpha[r] = src[r];
+    }
+}
+
+// GPU-triggered mode's other way to wait for a chunk (CudaOptions'
+// `twait`): one thread polls the slot's completion count until it reaches
+// `target` (the cyclic compare of a stream wait's GEQ), sleeping a little
+// between reads; the kernels behind it start when it returns. It keeps one
+// SM's thread busy for the wait, where a stream wait leaves the GPU idle.
+extern "C" __global__ void wait_count(const volatile u32 *completion_count, u64 target)
+{
+    while ((int)(*completion_count - (u32)target) < 0) {
+        __nanosleep(200);
+    }
+}
+
+// What frame_done writes for the host, per slot (mapped host memory).
+struct TriggerRecord {
+    u32 ready;       // 1: the slot's detections are in its output buffer
+    u32 slot;
+    u64 gpu_done_ns; // %globaltimer when they were
+    u64 gpu_start_ns; // %globaltimer when the last chunk's work started
+    u64 reserved[5];
+};
+
+// After the frame's last kernel: the consumer's reset of the slot's
+// completion count (the slot's bytes are no longer read; the card refills
+// it only after the host has seen `ready` and released it) unless the host
+// is cancelling (it then holds every count at a whole frame, so that all
+// the work queued for the slot runs out), then the detections-ready flag,
+// after a system-scope fence so that the host sees the output buffer
+// (written by refine_output, an earlier kernel) first.
+extern "C" __global__ void frame_done(volatile u32 *completion_count, volatile TriggerRecord *rec,
+                                      u64 slot, const volatile u32 *cancelling)
+{
+    if (*cancelling == 0u) {
+        *completion_count = 0u;
+    }
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    rec->slot = (u32)slot;
+    rec->gpu_done_ns = t;
+    __threadfence_system();
+    rec->ready = 1u;
+}
+
+// The frame's power map for the host, Doppler-major (host[d][r] =
+// pmap[r][d]; the host's maps are P[d][r]): to a slot's own buffer in
+// mapped host memory every frame in GPU-triggered mode (the host publishes
+// one now and then; 256 KiB at the default geometry), or to the pipeline's
+// buffer for power_map(). Writes go in host order; the reads come from L2.
+#define MAP_EXPORT_THREADS 256
+
+extern "C" __global__ void __launch_bounds__(MAP_EXPORT_THREADS)
+map_export(const float *pmap, float4 *host_map)
+{
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < N_CELLS / 4;
+         i += gridDim.x * blockDim.x) {
+        const u32 d = (4 * i) / N_SAMPLES;
+        const u32 r = (4 * i) % N_SAMPLES;
+        host_map[i] = make_float4(__ldcg(&pmap[(size_t)r * N_LOOPS + d]),
+                                  __ldcg(&pmap[(size_t)(r + 1) * N_LOOPS + d]),
+                                  __ldcg(&pmap[(size_t)(r + 2) * N_LOOPS + d]),
+                                  __ldcg(&pmap[(size_t)(r + 3) * N_LOOPS + d]));
+    }
 }

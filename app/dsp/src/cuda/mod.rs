@@ -1,25 +1,31 @@
-//! CUDA backend (spec v1 on the GPU): NVRTC-compiled kernels around three
-//! cuFFT plans, captured once per ring slot as a CUDA graph and replayed per
-//! frame. See `kernels.cu` for the data flow, docs/processing-chain.md for
-//! the launch choices and docs/performance.md for the figures.
+//! CUDA backend (spec v1 on the GPU): four NVRTC-compiled kernels, FFTs
+//! included (no cuFFT), captured once per ring slot as a CUDA graph and
+//! replayed per frame. See `kernels.cu` for the data flow,
+//! docs/processing-chain.md (sections 9 and 10) for the kernels, the launch
+//! choices and GPU-triggered processing, and docs/performance.md for the
+//! figures.
 //!
-//! cudarc loads libcuda, libnvrtc and libcufft at run time and panics when
-//! one is missing, so [`probe`] checks all three before the first cudarc
-//! call; every failure after that is a [`DspError`], never a panic.
+//! cudarc loads libcuda and libnvrtc at run time and panics when one is
+//! missing, so [`probe`] checks both before the first cudarc call; every
+//! failure after that is a [`DspError`], never a panic.
 
-mod fft;
 #[cfg(feature = "instrument")]
 mod instrument;
 mod options;
 mod pipeline;
+mod trigger;
 
 use std::cell::Cell;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cuda_mem::{Library, cuda_err};
 use cudarc::driver::{CudaContext, CudaGraph, sys};
 
-use crate::backend::{Backend, FrameInput, SlotAddr, SlotFrame};
+use crate::backend::{
+    Backend, CompletionAccess, FrameInput, SlotAddr, SlotFrame, TriggerWait, Triggered,
+};
 use crate::config::ChainConfig;
 use crate::detection::Detections;
 use crate::error::DspError;
@@ -27,12 +33,13 @@ use crate::error::DspError;
 pub use cuda_mem::{MappedHostBuffer, Mapping};
 #[cfg(feature = "instrument")]
 pub use instrument::GraphSet;
-pub use options::{CudaOptions, GpuWait, SelectAt};
+pub use options::{ChunkWait, CudaOptions, GpuWait, SelectAt};
 pub use pipeline::MAX_STREAMED_CHUNKS;
 #[cfg(feature = "instrument")]
 pub use pipeline::StageTiming;
 
 use pipeline::{Pipeline, SlotGraph};
+use trigger::TriggerState;
 
 /// The device the backend runs on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,8 +59,9 @@ impl std::fmt::Display for DeviceInfo {
     }
 }
 
-/// The libraries the backend loads: the driver, NVRTC and cuFFT.
-const LIBRARIES: [Library; 3] = [Library::Driver, Library::Nvrtc, Library::Cufft];
+/// The libraries the backend loads: the driver and NVRTC (the FFTs are
+/// kernels of its own).
+const LIBRARIES: [Library; 2] = [Library::Driver, Library::Nvrtc];
 
 /// Whether the CUDA backend can run here: the three libraries load, the
 /// driver initialises and device 0 exists. The error says why not.
@@ -75,9 +83,13 @@ fn device_info(ctx: &Arc<CudaContext>) -> Result<DeviceInfo, DspError> {
 
 /// The CUDA implementation of spec v1.
 pub struct CudaBackend {
-    // Field order is drop order: the graphs before the buffers they use.
+    // Field order is drop order: the graphs before the buffers they use
+    // (Drop drops the ManuallyDrop ones, in this order, unless GPU work that
+    // could not be cancelled still uses them: then it leaks them).
+    /// GPU-triggered mode, once armed.
+    trigger: Option<TriggerState>,
     /// The internal mapped slot for frames that are not in a prepared slot.
-    staging: SlotGraph,
+    staging: ManuallyDrop<SlotGraph>,
     /// One captured graph per prepared ring slot.
     slots: Vec<SlotGraph>,
     /// Frames copied into device memory once (benchmarks).
@@ -86,8 +98,18 @@ pub struct CudaBackend {
     /// The tail again for frames over the detection cap
     /// (SelectAt::HostFallback), launched by `wait`.
     overflow: Option<CudaGraph>,
-    pipeline: Pipeline,
+    pipeline: ManuallyDrop<Pipeline>,
     info: DeviceInfo,
+    /// The CFAR scale table in use (GPU-triggered mode's host copy starts
+    /// from it).
+    alpha: Vec<f64>,
+    /// The prepared slots' device addresses (what triggered graphs read).
+    slot_inputs: Vec<u64>,
+    /// Host addresses of the armed ring's completion counts and the count
+    /// of a whole frame, for a cancel at drop (arm's contract: the ring
+    /// outlives the armed backend).
+    trigger_words: Vec<usize>,
+    trigger_chunks: u32,
     frame_bytes: usize,
     /// Chunk-streamed mode: the frame whose chunks' range work has been
     /// launched into x, and which chunks (bit c: chunk c). Anything else
@@ -105,8 +127,8 @@ pub struct CudaBackend {
 unsafe impl Send for CudaBackend {}
 
 impl CudaBackend {
-    /// Open device 0, compile the kernels for its architecture, create the
-    /// cuFFT plans, allocate every buffer and capture the staging slot's
+    /// Open device 0, compile the kernels for its architecture, allocate
+    /// every buffer and capture the staging slot's
     /// graph; then run that graph once so that any fault shows here.
     pub fn new(cfg: &ChainConfig) -> Result<Self, DspError> {
         Self::with_options(cfg, &CudaOptions::default())
@@ -141,10 +163,15 @@ impl CudaBackend {
         let staging = pipeline.mapped_slot(frame_bytes)?;
         let overflow = pipeline.overflow_graph()?;
         let backend = CudaBackend {
+            trigger: None,
             overflow,
             info,
-            pipeline,
-            staging,
+            pipeline: ManuallyDrop::new(pipeline),
+            staging: ManuallyDrop::new(staging),
+            alpha: crate::cfar::CfarTables::new(cfg)?.alpha,
+            slot_inputs: Vec::new(),
+            trigger_words: Vec::new(),
+            trigger_chunks: 0,
             slots: Vec::new(),
             #[cfg(feature = "instrument")]
             resident: Vec::new(),
@@ -263,8 +290,14 @@ impl Backend for CudaBackend {
             }
             graphs.push(self.pipeline.slot_graph(dptr, s.host_ptr)?);
         }
+        if self.trigger.is_some() {
+            return Err(DspError::Backend(
+                "GPU-triggered mode is armed on the prepared slots".to_string(),
+            ));
+        }
         // Chunk work in x belonged to the old slots' frames.
         self.forget_chunks();
+        self.slot_inputs = slots.iter().filter_map(|s| s.device_ptr).collect();
         self.slots = graphs;
         Ok(())
     }
@@ -320,6 +353,7 @@ impl Backend for CudaBackend {
     }
 
     fn process(&mut self, frame: FrameInput<'_>, out: &mut Detections) -> Result<(), DspError> {
+        self.refuse_when_armed("process")?;
         self.check_size(frame.bytes)?;
         let in_slot = frame.slot.and_then(|sf| {
             self.slots
@@ -348,12 +382,208 @@ impl Backend for CudaBackend {
     }
 
     fn power_map(&mut self, out: &mut Vec<f32>) -> Result<(), DspError> {
+        self.refuse_when_armed("power_map")?;
         self.pipeline.power_map(out)
     }
 
     fn set_cfar_alpha(&mut self, alpha: &[f64]) -> Result<(), DspError> {
-        self.pipeline.set_cfar_alpha(alpha)
+        match &self.trigger {
+            // The queued frames read the device table: the host's pair.
+            Some(t) => t.set_alpha(alpha)?,
+            None => self.pipeline.set_cfar_alpha(alpha)?,
+        }
+        self.alpha.clear();
+        self.alpha.extend_from_slice(alpha);
+        Ok(())
     }
+
+    fn triggered(&mut self) -> Option<&mut dyn Triggered> {
+        Some(self)
+    }
+}
+
+impl CudaBackend {
+    /// Calls that synchronise the stream would wait for the queued frames
+    /// of GPU-triggered mode, which wait for frames to land.
+    fn refuse_when_armed(&self, what: &str) -> Result<(), DspError> {
+        if self.trigger.is_some() {
+            return Err(DspError::Backend(format!(
+                "{what}: GPU-triggered mode is armed (its frames come through Triggered::take)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Satisfies the armed ring's counts from the stored addresses and
+    /// waits for the queued frames (Drop's cancel). False when they did
+    /// not finish.
+    fn cancel_stored(&mut self) -> bool {
+        let Some(t) = self.trigger.as_mut() else {
+            return true;
+        };
+        if !t.busy() {
+            return true;
+        }
+        let words = StoredWords {
+            words: &self.trigger_words,
+            chunks: self.trigger_chunks,
+        };
+        t.cancel(&self.pipeline, &words, Duration::from_secs(2))
+            .is_ok()
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        if !self.cancel_stored() {
+            // Work that waits on the ring still uses every buffer: freeing
+            // one would wait for it (cuMemFree synchronises) for ever.
+            eprintln!(
+                "radar-dsp: GPU-triggered work did not finish after its cancellation: its GPU memory is kept"
+            );
+            if let Some(t) = &self.trigger {
+                t.stop_feeding();
+            }
+            std::mem::forget(self.trigger.take());
+            std::mem::forget(std::mem::take(&mut self.slots));
+            #[cfg(feature = "instrument")]
+            std::mem::forget(std::mem::take(&mut self.resident));
+            std::mem::forget(self.overflow.take());
+            return;
+        }
+        self.trigger = None;
+        // SAFETY: dropped once, here, in the field order above (the graphs
+        // before the buffers they use); never used after.
+        unsafe { ManuallyDrop::drop(&mut self.staging) };
+        self.slots.clear();
+        #[cfg(feature = "instrument")]
+        self.resident.clear();
+        self.overflow = None;
+        // SAFETY: as above, last.
+        unsafe { ManuallyDrop::drop(&mut self.pipeline) };
+    }
+}
+
+/// The armed ring's counts from their stored host addresses (Drop only).
+struct StoredWords<'a> {
+    words: &'a [usize],
+    chunks: u32,
+}
+
+impl StoredWords<'_> {
+    fn at(&self, slot: u32) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: arm's contract: the ring (and its status page) outlives
+        // the armed backend; the address is a 4-byte aligned word of it.
+        unsafe { &*(self.words[slot as usize] as *const std::sync::atomic::AtomicU32) }
+    }
+}
+
+impl CompletionAccess for StoredWords<'_> {
+    fn slots(&self) -> u32 {
+        self.words.len() as u32
+    }
+    fn chunks_per_frame(&self) -> u32 {
+        self.chunks
+    }
+    fn device_ptr(&self, _slot: u32) -> Option<u64> {
+        None
+    }
+    fn landed(&self, slot: u32) -> u32 {
+        self.at(slot).load(std::sync::atomic::Ordering::Acquire)
+    }
+    fn satisfy(&self, slot: u32) {
+        self.at(slot)
+            .store(self.chunks, std::sync::atomic::Ordering::Release);
+    }
+    fn reset(&self, slot: u32) {
+        self.at(slot).store(0, std::sync::atomic::Ordering::Release);
+    }
+    fn scratch(&self) -> &std::sync::atomic::AtomicU32 {
+        self.at(0)
+    }
+    fn scratch_device_ptr(&self) -> Option<u64> {
+        None
+    }
+    fn word(&self, slot: u32) -> &std::sync::atomic::AtomicU32 {
+        self.at(slot)
+    }
+}
+
+impl Triggered for CudaBackend {
+    unsafe fn arm(&mut self, words: &dyn CompletionAccess) -> Result<String, DspError> {
+        if self.trigger.is_some() {
+            return Err(DspError::Backend(
+                "GPU-triggered mode is armed already".to_string(),
+            ));
+        }
+        if self.slot_inputs.is_empty() || self.slot_inputs.len() != self.slots.len() {
+            return Err(DspError::Backend(
+                "GPU-triggered mode: the ring's slots are not prepared in GPU-visible memory"
+                    .to_string(),
+            ));
+        }
+        self.forget_chunks();
+        let (state, line) =
+            TriggerState::arm(&self.pipeline, &self.slot_inputs, words, &self.alpha)?;
+        self.trigger_words = (0..words.slots())
+            .map(|s| words.word(s) as *const std::sync::atomic::AtomicU32 as usize)
+            .collect();
+        self.trigger_chunks = words.chunks_per_frame();
+        self.trigger = Some(state);
+        Ok(line)
+    }
+
+    fn armed(&self) -> bool {
+        self.trigger.is_some()
+    }
+
+    fn completed(&self) -> u64 {
+        self.trigger.as_ref().map_or(0, TriggerState::completed)
+    }
+
+    fn wait_completed(&self, target: u64, timeout: Duration) -> TriggerWait {
+        match &self.trigger {
+            Some(t) => t.wait_completed(target, timeout),
+            None => TriggerWait::Timeout,
+        }
+    }
+
+    fn take(
+        &mut self,
+        slot: usize,
+        out: &mut Detections,
+    ) -> Result<Option<crate::backend::TriggerStamp>, DspError> {
+        let t = self.trigger.as_mut().ok_or_else(not_armed)?;
+        t.take(&self.pipeline, slot, out)
+    }
+
+    fn ready(&self, slot: usize) -> bool {
+        self.trigger.as_ref().is_some_and(|t| t.ready(slot))
+    }
+
+    fn take_power_map(&mut self, slot: usize, out: &mut Vec<f32>) -> bool {
+        self.trigger
+            .as_ref()
+            .is_some_and(|t| t.take_power_map(slot, out))
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.trigger.as_ref().map_or(0, TriggerState::in_flight)
+    }
+
+    fn cancel(&mut self, words: &dyn CompletionAccess, timeout: Duration) -> Result<u64, DspError> {
+        let Some(t) = self.trigger.as_mut() else {
+            return Ok(0);
+        };
+        let flushed = t.cancel(&self.pipeline, words, timeout)?;
+        self.trigger = None;
+        self.trigger_words.clear();
+        Ok(flushed)
+    }
+}
+
+fn not_armed() -> DspError {
+    DspError::Backend("GPU-triggered mode is not armed".to_string())
 }
 
 #[cfg(test)]
@@ -380,11 +610,14 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{name} sm_{}{}: {e}", cc.0, cc.1));
                 let text = ptx.to_src();
                 for k in [
-                    "convert_window",
-                    "power_map",
+                    "range_fft",
+                    "doppler_power",
                     "cfar_peaks",
                     "select_overflow",
                     "refine_output",
+                    "alpha_sync",
+                    "frame_done",
+                    "map_export",
                 ] {
                     assert!(text.contains(k), "{k} missing from the PTX");
                 }

@@ -1,10 +1,10 @@
-//! The chain on one CUDA stream: buffers, compiled kernels, cuFFT plans, the
-//! launch sequence, and its capture as a graph per input buffer.
+//! The chain on one CUDA stream: buffers, compiled kernels (FFTs included),
+//! the launch sequence, and its capture as a graph per input buffer.
 
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
-use cudarc::driver::{CudaContext, CudaFunction, CudaGraph, CudaModule, CudaStream, result, sys};
+use cudarc::driver::{CudaContext, CudaFunction, CudaGraph, CudaModule, CudaStream, sys};
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx, compile_ptx_with_opts};
 
 use crate::cfar::CfarTables;
@@ -15,15 +15,16 @@ use crate::window::hann_periodic;
 
 use cuda_mem::{DeviceMemory, MappedHostBuffer, Mapping, cuda_err};
 
-use super::fft::{FftPlan, Layout};
-use super::options::{CudaOptions, KernelShape, SelectAt};
+use super::options::{ChunkWait, CudaOptions, KernelShape, SelectAt};
 
 #[cfg(feature = "instrument")]
 mod instrument;
+mod trigger;
 #[cfg(feature = "instrument")]
 pub use instrument::StageTiming;
 #[cfg(feature = "instrument")]
 pub(super) use instrument::count_kernel_nodes;
+pub(super) use trigger::{HostWake, TriggerTargets};
 
 const KERNELS_CU: &str = include_str!("kernels.cu");
 /// The kernels only instrumented runs launch (a gate, an empty kernel).
@@ -42,6 +43,44 @@ const MAX_KERNEL_ARGS: usize = 12;
 /// Chunk-streamed mode is set up for frames of 2 to this many DMA chunks
 /// (a graph per chunk and slot; the landed chunks are a bit mask).
 pub const MAX_STREAMED_CHUNKS: usize = 64;
+/// The largest FFTs the kernels take (threads per block and shared memory:
+/// range_fft and doppler_power in kernels.cu).
+const MAX_SAMPLES: usize = 4096;
+const MAX_LOOPS: usize = 1024;
+
+/// Loops (rows) per block of range_fft and its threads, as RANGE_ROWS and
+/// RANGE_THREADS in kernels.cu (256 samples: the register FFT, 16 threads
+/// a row; other sizes: the shared-memory one, N/4 threads a row).
+fn range_shape(n_samples: usize) -> (usize, usize) {
+    if n_samples == 256 {
+        (16, 256)
+    } else {
+        let rows = (6000 / n_samples).clamp(1, 8);
+        (rows, n_samples / 4 * rows)
+    }
+}
+
+/// Threads of a doppler_power block, as DOPPLER_THREADS in kernels.cu.
+fn doppler_threads(n_loops: usize, n_virtual: usize) -> usize {
+    if n_loops == 256 {
+        (16 * n_virtual.min(16)).max(256)
+    } else {
+        let t = n_loops / 4;
+        let cols = n_virtual.min(1024 / t).min(6144 / n_loops);
+        (cols * t).max(n_loops)
+    }
+}
+
+/// `exp(-2 pi i k / n)`, k < n, in float64 rounded to float32 (the FFT
+/// kernels' twiddle factors).
+fn twiddles(n: usize) -> Vec<[f32; 2]> {
+    (0..n)
+        .map(|k| {
+            let a = -2.0 * std::f64::consts::PI * k as f64 / n as f64;
+            [a.cos() as f32, a.sin() as f32]
+        })
+        .collect()
+}
 
 /// Mirrors `struct OutHeader` in kernels.cu: what the GPU writes ahead of
 /// the detections in the mapped output buffer. `Pod`: read from those bytes
@@ -59,13 +98,30 @@ pub(super) struct OutHeader {
 const _: () = assert!(std::mem::size_of::<OutHeader>() == 16);
 const _: () = assert!(std::mem::align_of::<OutHeader>() == 4);
 
+/// An output buffer's bytes (`bytes`: from its start) as the GPU wrote them:
+/// the header and `max_det` detection records.
+pub(super) fn parse_output(
+    bytes: &[u8],
+    max_det: usize,
+) -> Result<(OutHeader, &[Detection]), DspError> {
+    let header = std::mem::size_of::<OutHeader>();
+    let records = max_det * std::mem::size_of::<Detection>();
+    let layout =
+        |e: bytemuck::PodCastError| DspError::CudaRequest(format!("the mapped output buffer: {e}"));
+    let bytes = bytes.get(..header + records).ok_or_else(|| {
+        DspError::CudaRequest("the mapped output buffer is too small".to_string())
+    })?;
+    let (hdr, dets) = bytes.split_at(header);
+    let hdr: OutHeader = *bytemuck::try_from_bytes(hdr).map_err(layout)?;
+    Ok((hdr, bytemuck::try_cast_slice(dets).map_err(layout)?))
+}
+
 /// Bytes of one `Candidate` in kernels.cu (u32, float, double, float[4]).
 const CANDIDATE_BYTES: usize = 32;
 
 /// The graphs of chunk-streamed mode for one ring slot.
 pub(super) struct ChunkGraphs {
-    /// `chunks[c]`: convert_window and the range FFT of chunk `c`, for
-    /// every chunk but the last.
+    /// `chunks[c]`: range_fft of chunk `c`, for every chunk but the last.
     pub chunks: Vec<CudaGraph>,
     /// The last chunk's range work and the rest of the chain.
     pub finish: CudaGraph,
@@ -90,12 +146,16 @@ pub(super) struct SlotGraph {
 }
 
 struct Kernels {
-    convert: CudaFunction,
-    clutter: Option<CudaFunction>,
-    power: CudaFunction,
+    range: CudaFunction,
+    doppler: CudaFunction,
     cfar: CudaFunction,
     select: CudaFunction,
     refine: CudaFunction,
+    /// GPU-triggered processing's (trigger.rs).
+    alpha_sync: CudaFunction,
+    frame_done: CudaFunction,
+    wait_count: CudaFunction,
+    map_export: CudaFunction,
     #[cfg(feature = "instrument")]
     gate: CudaFunction,
     #[cfg(feature = "instrument")]
@@ -104,32 +164,26 @@ struct Kernels {
 }
 
 struct Buffers {
+    /// Range spectra [p][r][l] (kernels.cu).
     x: DeviceMemory,
+    /// The power map [r][d].
     pmap: DeviceMemory,
     cand: DeviceMemory,
     state: DeviceMemory,
     keys: DeviceMemory,
     rows: DeviceMemory,
-    /// Angle snapshots, zero-padded: the padding is written here once (the
-    /// angle FFT runs out of place, and cuFFT leaves the input of an
-    /// out-of-place C2C transform as it was).
-    angle: DeviceMemory,
-    /// The angle FFT's output.
-    spectra: DeviceMemory,
     w_range: DeviceMemory,
+    /// The Doppler window range_fft applies (with its (-1)^l), or ones
+    /// with clutter removal.
     w_doppler_convert: DeviceMemory,
+    /// The one doppler_power applies after clutter removal, or ones.
     w_doppler_clutter: DeviceMemory,
+    tw_range: DeviceMemory,
+    tw_doppler: DeviceMemory,
+    tw_angle: DeviceMemory,
     alpha: DeviceMemory,
     n_eff: DeviceMemory,
     tdm: DeviceMemory,
-}
-
-struct Plans {
-    range: FftPlan,
-    /// The range FFT of one DMA chunk's rows (chunk-streamed mode).
-    range_chunk: Option<FftPlan>,
-    doppler: FftPlan,
-    angle: FftPlan,
 }
 
 /// What the launch sequence does between two stages: nothing in the
@@ -152,24 +206,24 @@ impl StageMarks for NoMarks {
 pub(super) struct Pipeline {
     cfg: ChainConfig,
     ctx: Arc<CudaContext>,
-    // Field order is drop order: plans and kernels before the stream.
-    plans: Plans,
+    // Field order is drop order: the kernels before the stream.
     kernels: Kernels,
     bufs: Buffers,
     out: MappedHostBuffer,
+    /// The power map for the host, Doppler-major (power_map()).
+    map_host: MappedHostBuffer,
     stream: Arc<CudaStream>,
     max_det: usize,
-    /// Range rows (chirp, RX) per DMA chunk when chunk-streamed mode is set
-    /// up (the geometry has 2 to MAX_STREAMED_CHUNKS chunks), else None.
-    chunk_rows: Option<usize>,
+    /// Chirps per DMA chunk when chunk-streamed mode is set up (the
+    /// geometry has 2 to MAX_STREAMED_CHUNKS chunks), else None.
+    chunk_chirps: Option<usize>,
     range_bin_m: f64,
     velocity_bin_mps: f64,
     /// Programmatic dependent launches in use (resolved CudaOptions::pdl).
     pdl: bool,
     select_at: SelectAt,
+    chunk_wait: ChunkWait,
     cfar_tile: (usize, usize),
-    convert_unroll: usize,
-    power_split: usize,
 }
 
 /// The TDM compensation phasors `exp(-j 2 pi (d - N_l/2)/N_l * i/N_tx)`,
@@ -206,8 +260,7 @@ fn nvrtc_source(cfg: &ChainConfig, shape: KernelShape) -> String {
         ("ANGLE_N", cfg.chain.angle_fft_size),
         ("CFAR_TILE_D", shape.cfar_tile.0),
         ("CFAR_TILE_R", shape.cfar_tile.1),
-        ("CONVERT_UNROLL", shape.convert_unroll),
-        ("POWER_SPLIT", shape.power_split),
+        ("CLUTTER", usize::from(cfg.chain.clutter_removal)),
     ];
     let mut src = String::new();
     for (k, v) in defines {
@@ -251,10 +304,16 @@ impl Pipeline {
         let c = &cfg.cfar;
         let max_det = cfg.chain.max_detections;
         opts.validate()?;
-        if g.n_samples < 4 {
+        if !(4..=MAX_SAMPLES).contains(&g.n_samples) {
             return Err(DspError::config(
                 "geometry.n_samples",
-                "the cuda backend needs at least 4 samples per chirp",
+                format!("the cuda backend takes 4 to {MAX_SAMPLES} samples per chirp"),
+            ));
+        }
+        if !(4..=MAX_LOOPS).contains(&g.n_loops) {
+            return Err(DspError::config(
+                "geometry.n_loops",
+                format!("the cuda backend takes 4 to {MAX_LOOPS} loops"),
             ));
         }
         if max_det > MAX_DETECTIONS_LIMIT {
@@ -288,8 +347,6 @@ impl Pipeline {
             cc,
             KernelShape {
                 cfar_tile: opts.cfar_tile,
-                convert_unroll: opts.convert_unroll,
-                power_split: opts.power_split,
             },
         )?;
         let module = ctx.load_module(ptx).map_err(cuda_err("load module"))?;
@@ -312,16 +369,15 @@ impl Pipeline {
             ));
         }
         let kernels = Kernels {
-            convert: load!("convert_window")?,
-            clutter: if cfg.chain.clutter_removal {
-                Some(load!("clutter_doppler_window")?)
-            } else {
-                None
-            },
-            power: load!("power_map")?,
+            range: load!("range_fft")?,
+            doppler: load!("doppler_power")?,
             cfar: load!("cfar_peaks")?,
             select: load!("select_overflow")?,
             refine: load!("refine_output")?,
+            alpha_sync: load!("alpha_sync")?,
+            frame_done: load!("frame_done")?,
+            wait_count: load!("wait_count")?,
+            map_export: load!("map_export")?,
             #[cfg(feature = "instrument")]
             gate: load!("gate_wait")?,
             #[cfg(feature = "instrument")]
@@ -352,11 +408,12 @@ impl Pipeline {
             state: DeviceMemory::zeroed(&ctx, 16)?,
             keys: DeviceMemory::zeroed(&ctx, max_det * 4)?,
             rows: DeviceMemory::zeroed(&ctx, max_det * 4)?,
-            angle: DeviceMemory::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
-            spectra: DeviceMemory::zeroed(&ctx, max_det * cfg.chain.angle_fft_size * 8)?,
             w_range: DeviceMemory::from_host(&ctx, &w_range)?,
             w_doppler_convert: DeviceMemory::from_host(&ctx, w_conv)?,
             w_doppler_clutter: DeviceMemory::from_host(&ctx, w_clut)?,
+            tw_range: DeviceMemory::from_host(&ctx, &twiddles(g.n_samples))?,
+            tw_doppler: DeviceMemory::from_host(&ctx, &twiddles(g.n_loops))?,
+            tw_angle: DeviceMemory::from_host(&ctx, &twiddles(cfg.chain.angle_fft_size))?,
             alpha: DeviceMemory::from_host(&ctx, &cfar.alpha)?,
             n_eff: DeviceMemory::from_host(&ctx, &cfar.n_eff)?,
             tdm: DeviceMemory::from_host(&ctx, &tdm_table(cfg))?,
@@ -367,82 +424,28 @@ impl Pipeline {
             Mapping::default(),
         )?;
 
-        let to_i32 = |v: usize, what: &'static str| {
-            i32::try_from(v)
-                .map_err(|_| DspError::CudaRequest(format!("{what} {v} does not fit cuFFT")))
-        };
-        let cols = to_i32(g.n_virtual() * g.n_samples, "Doppler batch")?;
-        let n_s = to_i32(g.n_samples, "range FFT size")?;
-        let n_l = to_i32(g.n_loops, "Doppler FFT size")?;
-        let n_a = to_i32(cfg.chain.angle_fft_size, "angle FFT size")?;
-        // A DMA chunk is whole chirps (Geometry::validate), so its range
-        // rows are a contiguous block of x.
-        let chunk_rows = (2..=MAX_STREAMED_CHUNKS)
+        let map_host = MappedHostBuffer::new(&ctx, n_cells * 4, Mapping::default())?;
+        // A DMA chunk is whole chirps (Geometry::validate).
+        let chunk_chirps = (2..=MAX_STREAMED_CHUNKS)
             .contains(&g.chunks_per_frame)
-            .then(|| g.n_chirps() / g.chunks_per_frame * g.n_rx);
-        let range_layout = |rows: usize| -> Result<Layout, DspError> {
-            Ok(Layout {
-                n: n_s,
-                stride: 1,
-                dist: n_s,
-                batch: to_i32(rows, "range batch")?,
-            })
-        };
-        let plans = Plans {
-            range: FftPlan::new(
-                &stream,
-                range_layout(g.n_chirps() * g.n_rx)?,
-                "cuFFT plan (range)",
-            )?,
-            range_chunk: match chunk_rows {
-                Some(rows) => Some(FftPlan::new(
-                    &stream,
-                    range_layout(rows)?,
-                    "cuFFT plan (range, one chunk)",
-                )?),
-                None => None,
-            },
-            // Over l with stride n_virtual * n_samples; one transform per
-            // (virtual channel, range bin), adjacent in memory.
-            doppler: FftPlan::new(
-                &stream,
-                Layout {
-                    n: n_l,
-                    stride: cols,
-                    dist: 1,
-                    batch: cols,
-                },
-                "cuFFT plan (Doppler)",
-            )?,
-            angle: FftPlan::new(
-                &stream,
-                Layout {
-                    n: n_a,
-                    stride: 1,
-                    dist: n_a,
-                    batch: to_i32(max_det, "angle batch")?,
-                },
-                "cuFFT plan (angle)",
-            )?,
-        };
+            .then(|| g.n_chirps() / g.chunks_per_frame);
         ctx.synchronize().map_err(cuda_err("synchronize"))?;
         Ok(Pipeline {
             cfg: cfg.clone(),
             range_bin_m: cfg.physical.range_bin_m(g),
             velocity_bin_mps: cfg.physical.velocity_bin_mps(g),
             ctx,
-            plans,
             kernels,
             bufs,
             out,
+            map_host,
             stream,
             max_det,
-            chunk_rows,
+            chunk_chirps,
             pdl,
             select_at: opts.select,
+            chunk_wait: opts.chunk_wait,
             cfar_tile: opts.cfar_tile,
-            convert_unroll: opts.convert_unroll,
-            power_split: opts.power_split,
         })
     }
 
@@ -515,99 +518,92 @@ impl Pipeline {
     /// with `marks` between the stages.
     fn enqueue(&self, input: u64, marks: &mut impl StageMarks) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
-        self.enqueue_range(input, 0..g.n_chirps() * g.n_rx, marks)?;
-        self.enqueue_tail(marks)
+        self.enqueue_range(input, 0..g.n_chirps(), 0, marks)?;
+        self.enqueue_tail(
+            marks,
+            self.out.device_ptr(),
+            self.select_at == SelectAt::Kernel,
+        )
     }
 
-    /// Step 1 for range rows `rows` (row = chirp * N_RX + RX) of the frame
-    /// at `input`: convert_window and the range FFT, into the same rows of
-    /// x. The whole frame, or the rows of one DMA chunk.
+    /// Step 1 for chirps `chirps` of the frame at `input`: range_fft (the
+    /// conversion, both windows and the range FFT) into x. The whole frame,
+    /// or the chirps of one DMA chunk. `stamp`, when not 0, is the device
+    /// address of a u64 that gets the GPU's clock when the work starts.
     fn enqueue_range(
         &self,
         input: u64,
-        rows: std::ops::Range<usize>,
+        chirps: std::ops::Range<usize>,
+        stamp: u64,
         marks: &mut impl StageMarks,
     ) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
-        let b = &self.bufs;
-        let all_rows = g.n_chirps() * g.n_rx;
-        let plan = if rows == (0..all_rows) {
-            &self.plans.range
-        } else {
-            match (&self.plans.range_chunk, self.chunk_rows) {
-                (Some(p), Some(n)) if rows.len() == n && rows.start.is_multiple_of(n) => p,
-                _ => {
-                    return Err(DspError::CudaRequest(format!(
-                        "range work for rows {rows:?}: not the frame, nor one chunk of it"
-                    )));
-                }
-            }
-        };
+        if chirps.start >= chirps.end || chirps.end > g.n_chirps() {
+            return Err(DspError::CudaRequest(format!(
+                "range work for chirps {chirps:?} of a frame of {}",
+                g.n_chirps()
+            )));
+        }
         // The argument lists below match the kernel signatures in
         // kernels.cu; every pointer is a live allocation of the size the
         // kernel indexes (sized in `new` from the same config that
-        // generated the kernels' #defines), and the pair range lies in the
+        // generated the kernels' #defines), and the chirp range lies in the
         // frame.
         marks.mark(&self.stream)?;
-        let pairs_per_row = g.n_samples / 2;
-        let (pair_begin, pair_end) = (rows.start * pairs_per_row, rows.end * pairs_per_row);
-        let convert_grid = (pair_end - pair_begin).div_ceil(256 * self.convert_unroll) as u32;
+        let b = &self.bufs;
+        let (rows, threads) = range_shape(g.n_samples);
+        // Every TX has at most this many loops among the chirps.
+        let loops = chirps.len().div_ceil(g.n_tx);
         self.launch(
-            "launch convert_window",
-            &self.kernels.convert,
-            (convert_grid, 1),
-            256,
+            "launch range_fft",
+            &self.kernels.range,
+            (loops.div_ceil(rows) as u32, g.n_virtual() as u32),
+            threads as u32,
             &[
                 input,
                 b.x.ptr(),
                 b.w_range.ptr(),
                 b.w_doppler_convert.ptr(),
-                pair_begin as u64,
-                pair_end as u64,
+                b.tw_range.ptr(),
+                chirps.start as u64,
+                chirps.end as u64,
+                stamp,
             ],
             false,
-        )?;
-        marks.mark(&self.stream)?;
-        let x_rows = b.x.ptr() + (rows.start * g.n_samples * 8) as u64;
-        self.fft(plan, x_rows, x_rows)
+        )
     }
 
-    /// Steps 2 to 10 on x (all range rows done): clutter removal, Doppler
-    /// FFT, power, CFAR and peaks, [selection], angle FFT, refine and output.
-    fn enqueue_tail(&self, marks: &mut impl StageMarks) -> Result<(), DspError> {
+    /// Steps 2 to 10 on x (all range spectra done): Doppler FFT and power
+    /// (clutter removal first when on), CFAR and peaks, [selection],
+    /// snapshots, angle spectra, refine and output into the mapped buffer
+    /// at device address `out` (an OutHeader then the detections); the
+    /// selection over the cap runs here when `select` (else a second graph
+    /// does it when the host sees a cut).
+    fn enqueue_tail(
+        &self,
+        marks: &mut impl StageMarks,
+        out: u64,
+        select: bool,
+    ) -> Result<(), DspError> {
         let g = &self.cfg.geometry;
         let s = &self.stream;
         let b = &self.bufs;
-        let (x, pmap, cand, state) = (b.x.ptr(), b.pmap.ptr(), b.cand.ptr(), b.state.ptr());
-        let (keys, angle) = (b.keys.ptr(), b.angle.ptr());
-        let (alpha, n_eff, tdm) = (b.alpha.ptr(), b.n_eff.ptr(), b.tdm.ptr());
         let blocks = |threads: usize, per: usize| threads.div_ceil(per) as u32;
         let pdl = self.pdl;
         // Argument lists as in enqueue_range.
-
-        if let Some(clutter) = &self.kernels.clutter {
-            marks.mark(s)?;
-            let cols = g.n_virtual() * g.n_samples;
-            self.launch(
-                "launch clutter_doppler_window",
-                clutter,
-                (blocks(cols, 256), 1),
-                256,
-                &[x, b.w_doppler_clutter.ptr()],
-                false,
-            )?;
-        }
         marks.mark(s)?;
-        self.fft(&self.plans.doppler, x, x)?;
-
-        marks.mark(s)?;
-        let pairs = g.n_loops * g.n_samples / 2 * self.power_split;
         self.launch(
-            "launch power_map",
-            &self.kernels.power,
-            (blocks(pairs, 256), 1),
-            256,
-            &[x, pmap, state],
+            "launch doppler_power",
+            &self.kernels.doppler,
+            (g.n_samples as u32, 1),
+            doppler_threads(g.n_loops, g.n_virtual()) as u32,
+            &[
+                b.x.ptr(),
+                b.pmap.ptr(),
+                b.state.ptr(),
+                b.tw_doppler.ptr(),
+                b.w_doppler_clutter.ptr(),
+            ],
             pdl,
         )?;
 
@@ -620,35 +616,31 @@ impl Pipeline {
                 blocks(g.n_loops, self.cfar_tile.0),
             ),
             (self.cfar_tile.0 * self.cfar_tile.1) as u32,
-            &[pmap, x, alpha, n_eff, tdm, state, cand, keys, angle],
+            &[
+                b.pmap.ptr(),
+                b.alpha.ptr(),
+                b.n_eff.ptr(),
+                b.state.ptr(),
+                b.cand.ptr(),
+                b.keys.ptr(),
+            ],
             pdl,
         )?;
 
-        if self.select_at == SelectAt::Kernel {
+        if select {
             marks.mark(s)?;
             self.launch_select(pdl)?;
         }
         marks.mark(s)?;
-        self.fft(
-            &self.plans.angle,
-            self.bufs.angle.ptr(),
-            self.bufs.spectra.ptr(),
-        )?;
-        marks.mark(s)?;
-        self.launch_refine(pdl)?;
+        self.launch_refine(pdl, out)?;
         marks.mark(s)
     }
 
     /// The tail again for a frame over the cap (SelectAt::HostFallback):
-    /// select the kept detections, their angle FFT, refine_output.
+    /// select the kept detections, then refine_output.
     fn enqueue_overflow(&self) -> Result<(), DspError> {
         self.launch_select(false)?;
-        self.fft(
-            &self.plans.angle,
-            self.bufs.angle.ptr(),
-            self.bufs.spectra.ptr(),
-        )?;
-        self.launch_refine(self.pdl)
+        self.launch_refine(self.pdl, self.out.device_ptr())
     }
 
     fn launch_select(&self, pdl: bool) -> Result<(), DspError> {
@@ -658,39 +650,50 @@ impl Pipeline {
             &self.kernels.select,
             (1, 1),
             1024,
-            &[
-                b.cand.ptr(),
-                b.state.ptr(),
-                b.keys.ptr(),
-                b.angle.ptr(),
-                b.rows.ptr(),
-                b.x.ptr(),
-                b.tdm.ptr(),
-            ],
+            &[b.cand.ptr(), b.state.ptr(), b.keys.ptr(), b.rows.ptr()],
             pdl,
         )
     }
 
-    fn launch_refine(&self, pdl: bool) -> Result<(), DspError> {
+    fn launch_refine(&self, pdl: bool, out_hdr: u64) -> Result<(), DspError> {
         let b = &self.bufs;
-        let out_hdr = self.out.device_ptr();
         let out_det = out_hdr + std::mem::size_of::<OutHeader>() as u64;
+        // One block per kept detection (the rest return at once).
         self.launch(
             "launch refine_output",
             &self.kernels.refine,
-            (self.max_det.div_ceil(REFINE_WARPS) as u32, 1),
+            (self.max_det as u32, 1),
             (REFINE_WARPS * 32) as u32,
             &[
                 b.state.ptr(),
                 b.cand.ptr(),
                 b.keys.ptr(),
-                b.spectra.ptr(),
+                b.x.ptr(),
+                b.tdm.ptr(),
+                b.tw_doppler.ptr(),
+                b.tw_angle.ptr(),
+                b.w_doppler_clutter.ptr(),
                 out_hdr,
                 out_det,
                 self.range_bin_m.to_bits(),
                 self.velocity_bin_mps.to_bits(),
             ],
             pdl,
+        )
+    }
+
+    /// The power map, Doppler-major (`P[d][r]`), to mapped host memory at
+    /// device address `to`: what the host reads (map_export transposes).
+    pub(super) fn launch_map_export(&self, to: u64) -> Result<(), DspError> {
+        let g = &self.cfg.geometry;
+        let cells = g.n_loops * g.n_samples;
+        self.launch(
+            "launch map_export",
+            &self.kernels.map_export,
+            (cells.div_ceil(256 * 4).max(1) as u32, 1),
+            256,
+            &[self.bufs.pmap.ptr(), to],
+            false,
         )
     }
 
@@ -713,24 +716,7 @@ impl Pipeline {
     /// the header and the `max_det` detection records after it. Read only
     /// after a stream synchronisation (the GPU no longer writes it then).
     fn output(&self) -> Result<(OutHeader, &[Detection]), DspError> {
-        let header = std::mem::size_of::<OutHeader>();
-        let records = self.max_det * std::mem::size_of::<Detection>();
-        let layout = |e: bytemuck::PodCastError| {
-            DspError::CudaRequest(format!("the mapped output buffer: {e}"))
-        };
-        let bytes = self.out.as_slice().get(..header + records).ok_or_else(|| {
-            DspError::CudaRequest("the mapped output buffer is too small".to_string())
-        })?;
-        let (hdr, dets) = bytes.split_at(header);
-        let hdr: OutHeader = *bytemuck::try_from_bytes(hdr).map_err(layout)?;
-        Ok((hdr, bytemuck::try_cast_slice(dets).map_err(layout)?))
-    }
-
-    fn fft(&self, plan: &FftPlan, input: u64, output: u64) -> Result<(), DspError> {
-        // SAFETY: `input` and `output` are buffers of the size the plan was
-        // made for (the same one, or two that do not overlap), owned by
-        // this pipeline and alive while its work runs.
-        unsafe { plan.forward(input, output) }
+        parse_output(self.out.as_slice(), self.max_det)
     }
 
     /// Capture the chain reading `input` as a graph and upload it.
@@ -760,7 +746,7 @@ impl Pipeline {
 
     /// The internal staging slot: mapped pinned memory of one frame and its
     /// graph. The first call also runs the chain once outside a graph, so
-    /// that lazily loaded modules (cuFFT's) are loaded before any capture.
+    /// that every kernel is loaded (lazy loading) before any capture.
     pub fn mapped_slot(&self, frame_bytes: usize) -> Result<SlotGraph, DspError> {
         let mapped = MappedHostBuffer::new(&self.ctx, frame_bytes, Mapping::default())?;
         self.enqueue(mapped.device_ptr(), &mut NoMarks)?;
@@ -792,27 +778,36 @@ impl Pipeline {
         })
     }
 
+    pub fn geometry(&self) -> &crate::config::Geometry {
+        &self.cfg.geometry
+    }
+
     /// DMA chunks per frame when chunk-streamed mode is set up.
     pub fn streamed_chunks(&self) -> Option<usize> {
-        self.chunk_rows.map(|_| self.cfg.geometry.chunks_per_frame)
+        self.chunk_chirps
+            .map(|_| self.cfg.geometry.chunks_per_frame)
     }
 
     /// Chunk-streamed mode's graphs for the frame at `input` (None when the
     /// mode is not set up for this geometry).
     fn chunk_graphs(&self, input: u64) -> Result<Option<ChunkGraphs>, DspError> {
-        let (Some(rows), Some(n)) = (self.chunk_rows, self.streamed_chunks()) else {
+        let (Some(cc), Some(n)) = (self.chunk_chirps, self.streamed_chunks()) else {
             return Ok(None);
         };
         let mut chunks = Vec::with_capacity(n - 1);
         for c in 0..n - 1 {
             chunks.push(self.capture_with(|| {
-                self.enqueue_range(input, c * rows..(c + 1) * rows, &mut NoMarks)
+                self.enqueue_range(input, c * cc..(c + 1) * cc, 0, &mut NoMarks)
             })?);
         }
-        let last = (n - 1) * rows..n * rows;
+        let last = (n - 1) * cc..n * cc;
         let finish = self.capture_with(|| {
-            self.enqueue_range(input, last, &mut NoMarks)?;
-            self.enqueue_tail(&mut NoMarks)
+            self.enqueue_range(input, last, 0, &mut NoMarks)?;
+            self.enqueue_tail(
+                &mut NoMarks,
+                self.out.device_ptr(),
+                self.select_at == SelectAt::Kernel,
+            )
         })?;
         Ok(Some(ChunkGraphs { chunks, finish }))
     }
@@ -844,17 +839,18 @@ impl Pipeline {
         Ok(self.bufs.alpha.copy_from_host(alpha)?)
     }
 
-    /// Copy the power map of the last frame to the host.
+    /// Copy the power map of the last frame to the host, Doppler-major.
+    /// Never allocates when `out` has room for the map.
     pub fn power_map(&self, out: &mut Vec<f32>) -> Result<(), DspError> {
         let n = self.cfg.geometry.n_loops * self.cfg.geometry.n_samples;
+        self.launch_map_export(self.map_host.device_ptr())?;
+        self.synchronize()?;
         out.clear();
-        out.resize(n, 0.0);
-        // SAFETY: `out` holds n floats; pmap holds n floats; the copy is on
-        // our stream (after the last frame) and complete after the sync.
-        unsafe {
-            result::memcpy_dtoh_async(&mut out[..], self.bufs.pmap.ptr(), self.stream.cu_stream())
-        }
-        .map_err(cuda_err("cuMemcpyDtoHAsync (power map)"))?;
-        self.synchronize()
+        out.extend(
+            self.map_host.as_slice()[..n * 4]
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        );
+        Ok(())
     }
 }

@@ -24,6 +24,10 @@
 //!                           # the backend can (CPU, CUDA); false: whole frames
 //! gpu_wait = "spin"         # spin | block | yield: how the loop waits for
 //!                           # the GPU (block: less CPU, a little more latency)
+//! trigger = "auto"          # auto | gpu | cpu: GPU-triggered processing (the
+//!                           # GPU waits for the card's completion records;
+//!                           # the loop wakes once a frame) where the device
+//!                           # can, else CPU-triggered as above
 //!
 //! [rt]
 //! priority = 80             # SCHED_FIFO; 0 = normal scheduling
@@ -39,6 +43,7 @@
 //! [loop]
 //! policy = "process-all"    # process-all | skip-to-newest
 //! power_map_every = 125     # publish a 64x64 power map every N frames; 0 = never
+//! frames_per_wake = 1       # GPU-triggered: one wake-up per N frames (N <= slots / 2)
 //!
 //! [health]
 //! good_frames = 1000        # consecutive good frames before the verdict
@@ -62,6 +67,7 @@
 //! crc_error_every = 0       # flag every Nth frame with a CRC mismatch
 //! stall_at = 0              # before frame N (0 = never) ...
 //! stall_ms = 0              # ... produce nothing for this long
+//! revoke_at = 0             # before frame N (0 = never) the ring is revoked
 //! backend_error_every = 0   # fail the chain on every Nth frame
 //! spin_us = 0               # spin this long before each chunk is due instead
 //!                           # of sleeping to it (0 = sleep only; see below)
@@ -134,6 +140,13 @@ pub struct BackendConfig {
     /// the GPU's interrupt: far less CPU time, a little more latency);
     /// `yield` spins yielding the CPU.
     pub gpu_wait: GpuWait,
+    /// GPU-triggered processing (docs/processing-chain.md, section 10).
+    pub trigger: Trigger,
+    /// Launch choices other than the CUDA backend's defaults, for
+    /// benchmarks (`trigger_latency --cuda-options`); not a configuration
+    /// key (`gpu_wait` still applies).
+    #[serde(skip)]
+    pub cuda_launch: Option<CudaOptions>,
 }
 
 impl Default for BackendConfig {
@@ -142,7 +155,37 @@ impl Default for BackendConfig {
             kind: BackendKind::Auto,
             stream_chunks: true,
             gpu_wait: GpuWait::Spin,
+            trigger: Trigger::Auto,
+            cuda_launch: None,
         }
+    }
+}
+
+/// Who starts a frame's work (`backend.trigger`, `--trigger`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
+pub enum Trigger {
+    /// GPU-triggered where the backend, the source and the device can
+    /// (the CUDA backend on a ring whose source writes completion records,
+    /// a device whose stream waits pass the self-test on the ring's
+    /// memory); CPU-triggered otherwise, with one log line saying why.
+    #[default]
+    Auto,
+    /// GPU-triggered, or refuse to start.
+    Gpu,
+    /// CPU-triggered: the loop hands each chunk (or the whole frame) to the
+    /// backend (`stream_chunks`).
+    Cpu,
+}
+
+impl std::fmt::Display for Trigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Trigger::Auto => "auto",
+            Trigger::Gpu => "gpu",
+            Trigger::Cpu => "cpu",
+        })
     }
 }
 
@@ -183,6 +226,12 @@ pub enum LoopPolicy {
 pub struct LoopConfig {
     pub policy: LoopPolicy,
     pub power_map_every: u32,
+    /// GPU-triggered mode: the loop sleeps until this many frames are done
+    /// (one wake-up for them all); at most half the ring's slots, so the
+    /// source has free slots while the loop sleeps. Their detections are
+    /// ready as soon as the GPU is done (deadlines are judged by that); the
+    /// sinks get them when the loop wakes.
+    pub frames_per_wake: u32,
 }
 
 impl Default for LoopConfig {
@@ -190,6 +239,7 @@ impl Default for LoopConfig {
         LoopConfig {
             policy: LoopPolicy::ProcessAll,
             power_map_every: 125,
+            frames_per_wake: 1,
         }
     }
 }
@@ -223,6 +273,9 @@ pub struct SimulatorConfig {
     pub stall_at: u64,
     pub stall_ms: u64,
     pub backend_error_every: u64,
+    /// Before frame N (0 = never), the ring is revoked as if its memory
+    /// went away: the run ends with the source's error.
+    pub revoke_at: u64,
     pub seed: u64,
     /// The simulator sleeps until this many microseconds before each chunk
     /// is due and spins the rest, so that its chunks land on time where
@@ -310,7 +363,7 @@ impl RadardConfig {
     pub fn cuda_options(&self) -> CudaOptions {
         CudaOptions {
             wait: self.backend.gpu_wait,
-            ..CudaOptions::default()
+            ..self.backend.cuda_launch.clone().unwrap_or_default()
         }
     }
 
@@ -358,6 +411,17 @@ impl RadardConfig {
             return Err(ConfigError::Invalid {
                 key: "source.slots",
                 reason: format!("{} is more than the 64 slots a ring may have", s.slots),
+            });
+        }
+        let k = self.frame_loop.frames_per_wake;
+        if k == 0 || 2 * k > s.slots {
+            return Err(ConfigError::Invalid {
+                key: "loop.frames_per_wake",
+                reason: format!(
+                    "{k} is not in 1..={} (at most half of source.slots = {}: the source fills the other slots while the loop sleeps)",
+                    s.slots / 2,
+                    s.slots
+                ),
             });
         }
         if s.event_timeout_ms == 0 {

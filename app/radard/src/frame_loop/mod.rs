@@ -1,9 +1,15 @@
 //! The frame loop: next frame event -> run the chain on that slot -> publish
 //! -> release the slot -> account. In chunk-streamed mode the chunk events
 //! before a frame's event hand each landed chunk to the backend, which starts
-//! that chunk's work without waiting for it. After warm-up it allocates
-//! nothing, takes no lock, and makes no system call but the source's event
-//! wait (`tests/hot_loop_alloc.rs` checks the allocation part).
+//! that chunk's work without waiting for it. In GPU-triggered mode the GPU
+//! waits for each chunk itself (the backend keeps the next frames' work
+//! queued): the loop sleeps until the backend's work for the next
+//! `frames_per_wake` frames has finished (its one wait), then for each of
+//! them takes the frame's event (queued since its last chunk landed), reads
+//! the detections the GPU left in host memory, publishes and releases the
+//! slot. After warm-up it allocates nothing, takes no lock, and makes no
+//! system call but the frame wait (`tests/hot_loop_alloc.rs` checks the
+//! allocation part).
 //!
 //! `context` is what the loop works with besides the source and the
 //! backend, and builds it; `param_queue` is how another thread changes the
@@ -15,7 +21,7 @@ pub mod param_queue;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use radar_dsp::{Backend, DspError, FrameInput, SlotFrame};
+use radar_dsp::{Backend, DspError, FrameInput, SlotFrame, TriggerWait};
 use tegra_p2p::clock::monotonic_ns;
 use tegra_p2p::source::Event;
 use tegra_p2p::uapi::FPGA_P2P_EVF_CRC_MISMATCH;
@@ -58,6 +64,16 @@ pub struct LoopOptions {
     /// Chunk-streamed mode: the source delivers chunk events, and each is
     /// handed to the backend (needs `slots_prepared`).
     pub chunk_streaming: bool,
+    /// GPU-triggered mode: the backend's work for every slot is armed and
+    /// queued (`Unit::open_backend`); the loop waits for it, not for the
+    /// source.
+    pub gpu_triggered: bool,
+    /// How long a wait for a frame may take before it counts as a source
+    /// timeout (the source's event timeout).
+    pub event_timeout: Duration,
+    /// GPU-triggered mode: the loop sleeps until this many frames are done
+    /// (`[loop] frames_per_wake`).
+    pub frames_per_wake: u32,
     /// What to do when falling behind.
     pub policy: LoopPolicy,
     /// Publish a power map every N processed frames (0 = never).
@@ -77,6 +93,9 @@ impl LoopOptions {
             print_every: 0,
             slots_prepared: false,
             chunk_streaming: false,
+            gpu_triggered: false,
+            event_timeout: Duration::from_secs(1),
+            frames_per_wake: 1,
             policy: LoopPolicy::ProcessAll,
             power_map_every: 0,
             backend_error_every: 0,
@@ -160,6 +179,96 @@ fn next_frame<'s, 'b>(
     }
 }
 
+/// GPU-triggered mode's frame wait: unless the backend's work for the
+/// `taken`-th frame since arming (counted from 0) has finished already,
+/// sleeps until that of `frames_per_wake` more frames has (or the timeout
+/// ends a shorter batch); then takes the frame's event, which the source
+/// queued when its last chunk landed, before the GPU finished. No frame
+/// finished within the event timeout:
+/// the source is looked at without waiting (a stall is a timeout, a
+/// revocation or an engine fault an error); a frame whose event came but
+/// whose work did not finish in another timeout is an error (the GPU or its
+/// waits are stuck).
+fn next_triggered_frame<'s, 'b>(
+    src: &'s dyn FrameSource,
+    backend: &mut (dyn Backend + 'b),
+    opts: &LoopOptions,
+    board: &StatusBoard,
+    fpga_index: Option<usize>,
+    taken: u64,
+) -> Result<Next<'s>, LoopError> {
+    let stuck = || {
+        LoopError::Dsp(DspError::Backend(
+            "GPU-triggered mode: the backend is not armed".to_string(),
+        ))
+    };
+    let asked = monotonic_ns();
+    let finished = {
+        let t = backend.triggered().ok_or_else(stuck)?;
+        if t.completed() > taken {
+            TriggerWait::Reached(t.completed())
+        } else {
+            let batch = u64::from(opts.frames_per_wake.max(1));
+            match t.wait_completed(taken + batch, opts.event_timeout) {
+                // A batch the source cut short: its frames are done.
+                TriggerWait::Timeout if t.completed() > taken => {
+                    TriggerWait::Reached(t.completed())
+                }
+                w => w,
+            }
+        }
+    };
+    let (mut wait, probe) = match finished {
+        TriggerWait::Reached(_) => (opts.event_timeout, false),
+        TriggerWait::Interrupted => return Ok(Next::Interrupted),
+        TriggerWait::Timeout => (Duration::from_millis(1), true),
+    };
+    loop {
+        let ev = src.next_event(Some(wait));
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(tegra_p2p::Error::Timeout { .. }) => return Ok(Next::Fault(SourceFault::Timeout)),
+            Err(tegra_p2p::Error::Interrupted { .. }) => return Ok(Next::Interrupted),
+            Err(tegra_p2p::Error::Overflow { .. }) => {
+                return Ok(Next::Fault(SourceFault::Overflow));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match ev {
+            Event::Frame(f) => {
+                if probe {
+                    // The frame came; its work had not finished in a whole
+                    // timeout: give it one more.
+                    let t = backend.triggered().ok_or_else(stuck)?;
+                    if !matches!(
+                        t.wait_completed(taken + 1, opts.event_timeout),
+                        TriggerWait::Reached(_)
+                    ) {
+                        return Err(LoopError::Dsp(DspError::Backend(format!(
+                            "GPU-triggered mode: frame {} landed in slot {} but the GPU did not finish it",
+                            f.sequence(),
+                            f.slot()
+                        ))));
+                    }
+                }
+                return Ok(Next::Frame(f, monotonic_ns().saturating_sub(asked)));
+            }
+            // Not asked for in this mode; a source that sends them anyway
+            // is passed over.
+            Event::Chunk(_) => {}
+            Event::TxDone { failed, .. } => {
+                if let (true, Some(i)) = (failed, fpga_index) {
+                    let errors = board.sink_error(i);
+                    if errors.is_power_of_two() {
+                        board.post(EventKind::SinkError, i as u64, errors);
+                    }
+                }
+            }
+        }
+        wait = opts.event_timeout;
+    }
+}
+
 /// Counts a frame not processed.
 fn drop_frame(snap: &mut StatusSnapshot, board: &StatusBoard, reason: DropReason, sequence: u64) {
     snap.dropped[reason as usize] += 1;
@@ -192,6 +301,9 @@ pub fn run(
     let mut rate_start = monotonic_ns();
     let mut rate_frames = 0u64;
     let fpga_index = ctx.fpga.as_ref().map(|f| f.index);
+    // GPU-triggered mode: frames whose detections were taken from the
+    // backend (the GPU's frames are counted from its arming on).
+    let mut triggered_taken: u64 = 0;
     board.post(EventKind::Started, period_ns, 0);
     let end = loop {
         if ctx.stop.load(Ordering::Relaxed) {
@@ -208,15 +320,12 @@ pub fn run(
         }
 
         // `count` numbers the frame events: it is this frame's capture.
-        let next = next_frame(
-            src,
-            backend.as_deref_mut(),
-            opts,
-            &mut snap,
-            board,
-            fpga_index,
-            count,
-        );
+        let next = match backend.as_deref_mut() {
+            Some(b) if opts.gpu_triggered => {
+                next_triggered_frame(src, b, opts, board, fpga_index, triggered_taken)
+            }
+            b => next_frame(src, b, opts, &mut snap, board, fpga_index, count),
+        };
         let (frame, waited_ns) = match next {
             Ok(Next::Frame(f, waited)) => (f, waited),
             // Chunk work already handed to the backend for this capture
@@ -282,6 +391,29 @@ pub fn run(
             snap.consecutive_good = 0;
             board.post(EventKind::Drop, meta.sequence, DropReason::AtSource as u64);
         }
+        // GPU-triggered: the GPU processed the frame whatever the loop
+        // decides about it; its detections are taken now (clearing the
+        // slot's flag), and the slot's work is queued again after release.
+        let triggered_result = if opts.gpu_triggered {
+            triggered_taken += 1;
+            match backend.as_deref_mut().and_then(|b| b.triggered()) {
+                Some(t) => match t.take(meta.slot as usize, dets) {
+                    Ok(Some(stamp)) => Ok(stamp),
+                    Ok(None) => {
+                        // The GPU finished a frame, and the frame that came
+                        // is another slot's: the ring's order is broken.
+                        return Err(LoopError::Dsp(DspError::Backend(format!(
+                            "GPU-triggered mode: frame {} landed in slot {}, whose work has not finished",
+                            meta.sequence, meta.slot
+                        ))));
+                    }
+                    Err(_) => Err(()),
+                },
+                None => Err(()),
+            }
+        } else {
+            Ok(radar_dsp::TriggerStamp::default())
+        };
         let mut line = FrameLine {
             sequence_break: !sequence_ok,
             sequence: meta.sequence,
@@ -335,6 +467,8 @@ pub fn run(
                         let result = if injected {
                             dets.clear();
                             Err(())
+                        } else if opts.gpu_triggered {
+                            triggered_result.map(|_| ())
                         } else {
                             b.process(input, dets).map_err(|_| ())
                         };
@@ -365,11 +499,32 @@ pub fn run(
                 }
             }
         }
+        // GPU-triggered: a frame's map is in the slot's buffer until the
+        // slot's next frame; read now, before the slot goes back.
+        let map_due = processed
+            && opts.power_map_every > 0
+            && opts.content.is_radar()
+            && (snap.frames_processed + 1) % u64::from(opts.power_map_every) == 0;
+        let triggered_map = map_due
+            && opts.gpu_triggered
+            && backend
+                .as_deref_mut()
+                .and_then(|b| b.triggered())
+                .is_some_and(|t| t.take_power_map(meta.slot as usize, ctx.power_raw));
         frame.release()?;
 
-        let finished = monotonic_ns();
+        let now = monotonic_ns();
+        // GPU-triggered: done when the detections were in host memory (the
+        // backend's stamp), however long the loop slept on; counted from
+        // the end of the capture (the loop sees the frame only after).
+        let (finished, processing) = match (opts.gpu_triggered, triggered_result) {
+            (true, Ok(stamp)) if stamp.host_done_ns > 0 => {
+                let done = stamp.host_done_ns.min(now);
+                (done, done.saturating_sub(captured + period_ns))
+            }
+            _ => (now, now.saturating_sub(t_event)),
+        };
         let latency = finished.saturating_sub(captured);
-        let processing = finished.saturating_sub(t_event);
         if processed {
             snap.frames_processed += 1;
             if snap.frames_processed == 1 {
@@ -450,11 +605,13 @@ pub fn run(
                     }
                 }
             }
-            if opts.power_map_every > 0
-                && opts.content.is_radar()
-                && snap.frames_processed % u64::from(opts.power_map_every) == 0
+            if map_due
                 && let Some(b) = backend.as_deref_mut()
-                && b.power_map(ctx.power_raw).is_ok()
+                && if opts.gpu_triggered {
+                    triggered_map
+                } else {
+                    b.power_map(ctx.power_raw).is_ok()
+                }
             {
                 let m = &mut *ctx.power_map;
                 pool_power_map(

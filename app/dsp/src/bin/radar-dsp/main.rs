@@ -7,11 +7,13 @@
 //! radar-dsp bench  [--backend cuda|cpu|auto] [--config chain.toml] [--frames N] [--slots N]
 //!                  [--period-us 8000 [--wake-us 300]] [--samples] [--json out.json]
 //! radar-dsp tail   out.json [--threshold-us 150] [--gap 50]
+//! radar-dsp profile [--config chain.toml] [--frames 3]   # for ncu --profile-from-start off
 //! ```
 
 mod bench;
 mod detect;
 mod files;
+mod profile;
 mod scene;
 mod tail;
 
@@ -39,6 +41,8 @@ enum Command {
     Bench(bench::Args),
     /// Where the slow frames of a `bench --samples` report are (stretches, p99.9 without them).
     Tail(tail::Args),
+    /// A resident frame through the CUDA graph inside a profiler range (for ncu).
+    Profile(profile::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
         Command::Detect(a) => detect::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Tail(a) => tail::run(a),
+        Command::Profile(a) => profile::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -51,15 +51,15 @@ impl Pipeline {
 
     /// Names of the stages that `enqueue` separates with events.
     pub fn stage_names(&self) -> Vec<&'static str> {
-        let mut v = vec!["convert+window", "range FFT"];
-        if self.kernels.clutter.is_some() {
-            v.push("clutter removal");
-        }
-        v.extend(["Doppler FFT", "power", "CFAR+peaks+snapshots"]);
+        let mut v = vec![
+            "convert+windows+range FFT",
+            "[clutter+]Doppler FFT+power",
+            "CFAR+peaks",
+        ];
         if self.select_at == SelectAt::Kernel {
             v.push("select over the cap");
         }
-        v.extend(["angle FFT", "order+refine+output"]);
+        v.push("snapshots+angle+refine+output");
         v
     }
 
