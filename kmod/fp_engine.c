@@ -559,6 +559,7 @@ static bool fp_c2h_frame(struct fp_ring *ring)
 	ev.sequence |= (u64)fp_urd(fdev, FP_UB_META_SEQ_HI) << 32;
 	ev.timestamp_ns = fp_urd(fdev, FP_UB_META_TS_LO);
 	ev.timestamp_ns |= (u64)fp_urd(fdev, FP_UB_META_TS_HI) << 32;
+	ev.host_ns = fp_ptp_host_ns(fdev, ev.timestamp_ns);
 	ev.bytes = fp_urd(fdev, FP_UB_META_BYTES);
 	ev.crc32 = fp_urd(fdev, FP_UB_META_CRC);
 	ev.flags = fp_urd(fdev, FP_UB_META_FLAGS);

@@ -2,7 +2,9 @@
 /*
  * fpga_p2p: PCI driver for the radar FPGA card (XDMA-based), character
  * devices /dev/fpga-p2pN (misc devices), counters in
- * /sys/class/misc/fpga-p2pN/counters/. The tests run it against an
+ * /sys/class/misc/fpga-p2pN/counters/, the card's clock as a PTP hardware
+ * clock (fp_ptp.c; /sys/class/misc/fpga-p2pN/device/ptp/ptpM names its
+ * /dev/ptpM). The tests run it against an
  * emulated card in QEMU (tests/qemu/fpga-card/): the same PCI function,
  * so probe, BARs, MSI-X, bus mastering, remove and shutdown are this code.
  *
@@ -139,9 +141,11 @@ static struct fp_dev *fp_dev_create(struct pci_dev *pdev,
 	fdev->misc.fops = &fp_fops;
 	fdev->misc.parent = dev;
 	fdev->misc.groups = fp_groups;
+	/* The card's clock first: it is there when the node appears. */
+	fp_ptp_register(fdev);
 	ret = misc_register(&fdev->misc);
 	if (ret)
-		goto free_index;
+		goto free_ptp;
 	dev_info(dev, "%s: user block %08x v%x.%x, %s\n", fdev->name,
 		 fdev->hw_id, fdev->hw_version >> 16,
 		 fdev->hw_version & 0xffff,
@@ -149,7 +153,8 @@ static struct fp_dev *fp_dev_create(struct pci_dev *pdev,
 		 "INTx");
 	return fdev;
 
-free_index:
+free_ptp:
+	fp_ptp_unregister(fdev);
 	ida_free(&fp_index_ida, index);
 free_irq:
 	free_irq(fdev->irq, fdev);
@@ -205,6 +210,8 @@ static void fp_dev_destroy(struct fp_dev *fdev)
 
 	quiet = !fp_hw_shutdown(fdev);
 	free_irq(fdev->irq, fdev);
+	/* No interrupt reads the card's clock any more. */
+	fp_ptp_unregister(fdev);
 	fp_ring_reap_quarantine(fdev, quiet);
 
 	mutex_lock(&fdev->lock);

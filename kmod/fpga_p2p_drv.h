@@ -14,6 +14,9 @@
  *   fp_file.lock -> fp_dev.lock -> fp_dev.hw_lock
  *   fp_file.read_lock -> mmap_lock
  *   fp_file.rings_lock is a leaf (lookups take a ring reference and drop it)
+ *   fp_ptp.lock (the card's clock registers) is a leaf, taken with
+ *   interrupts off: in the interrupt under irq_lock and ring.lock, and alone
+ *   in the PTP clock's operations
  *
  * mmap_lock is in the chain because REGISTER calls nvidia_p2p_get_pages()
  * (which takes it) with fp_file.lock held, and the nv-p2p free callback may
@@ -38,6 +41,7 @@
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/ptp_clock_kernel.h>
 #include <linux/workqueue.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
@@ -144,6 +148,19 @@ struct fp_counters {
 	atomic64_t quarantined;
 };
 
+/* PPS times the clock's worker takes from the card per look, at most. */
+#define FP_PTP_PPS_MAX			16
+
+/* The card's clock as a PTP hardware clock (fp_ptp.c). */
+struct fp_ptp {
+	struct ptp_clock_info info;
+	struct ptp_clock *clock;	/* NULL: the card has none */
+	struct ptp_pin_desc pin;	/* PPS_IN: external time stamp 0 */
+	spinlock_t lock;		/* the latch and command registers */
+	bool extts_on;			/* the PPS input is enabled */
+	u32 pps_lost;			/* PPS_LOST when last read (lock) */
+};
+
 struct fp_dev {
 	struct kref ref;
 	struct pci_dev *pdev;
@@ -181,6 +198,7 @@ struct fp_dev {
 	struct list_head quarantine;
 
 	struct fp_counters cnt;
+	struct fp_ptp ptp;
 
 	u32 max_slots;
 	u32 hw_id;
@@ -411,7 +429,8 @@ static inline dma_addr_t fp_result_dma(struct fp_ring *ring, u32 i)
 
 /*
  * The layers, bottom first; each file calls only into those below it:
- * fp_event.c (events, wake-ups), fp_engine.c (the XDMA engine, syncs,
+ * fp_event.c (events, wake-ups), fp_ptp.c (the card's clock as a PTP
+ * hardware clock), fp_engine.c (the XDMA engine, syncs,
  * counters), fp_ring.c (registration through nv-p2p, descriptors,
  * revocation), fp_fops.c (the character device), fp_main.c (probe, device
  * lifetime, module init).
@@ -471,6 +490,11 @@ void fp_event_push(struct fp_file *fp, const struct fpga_p2p_event *ev);
 void fp_file_wake(struct fp_file *fp);
 void fp_events_purge(struct fp_file *fp, u32 handle);
 int fp_evq_reserve(struct fp_file *fp, u32 need);
+
+/* fp_ptp.c */
+void fp_ptp_register(struct fp_dev *fdev);
+void fp_ptp_unregister(struct fp_dev *fdev);
+u64 fp_ptp_host_ns(struct fp_dev *fdev, u64 card_ns);
 
 /* fp_engine.c */
 void fp_watchdog_init(struct fp_dev *fdev);

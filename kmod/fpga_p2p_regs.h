@@ -168,7 +168,7 @@ struct xdma_c2h_result {
 #define FP_UB_MAX_FRAME_BYTES		0x020	/* RO largest frame_bytes */
 
 #define FP_UB_ID_VALUE			0x52414452	/* 'R' 'A' 'D' 'R' */
-#define FP_UB_VERSION_VALUE		0x00010000	/* 1.0 */
+#define FP_UB_VERSION_VALUE		0x00010001	/* 1.1: the time block */
 /* FP_UB_CAPS: bits 31:3 are reserved and read 0. */
 #define FP_UB_CAP_ADC			BIT(0)
 #define FP_UB_CAP_TEST_PATTERN		BIT(1)
@@ -251,5 +251,39 @@ struct xdma_c2h_result {
 #define FP_UB_H2C_LAST_BYTES		0x318	/* RO bytes of the last packet */
 #define FP_UB_H2C_LAST_CRC		0x31c	/* RO CRC-32 of the last packet */
 #define FP_UB_H2C_ERRORS		0x320	/* RO tag missing or length wrong */
+
+/*
+ * Time (0x400-0x4ff): the card's clock, which the driver registers as a
+ * PTP hardware clock (board/fpga/registers.md, "Time"). A 64-bit count of
+ * nanoseconds whose rate is trimmed by FP_UB_TIME_FREQ, set and stepped
+ * atomically by FP_UB_TIME_CMD, read consistently through a latch, and
+ * latched by the PPS input's rising edges into a FIFO. Each frame's
+ * metadata timestamp (FP_UB_META_TS_*) is this clock at the frame's first
+ * sample. A card without the clock reads FP_UB_TIME_CAPS as 0.
+ */
+#define FP_UB_TIME_CAPS			0x400	/* RO FP_TIME_CAP_*, PPS FIFO depth */
+#define FP_UB_TIME_NOW_LO		0x404	/* RO: latches the clock, low half */
+#define FP_UB_TIME_NOW_HI		0x408	/* RO: high half of the latched value */
+#define FP_UB_TIME_SET_LO		0x40c	/* RW value for FP_TIME_CMD_SET */
+#define FP_UB_TIME_SET_HI		0x410
+#define FP_UB_TIME_STEP_LO		0x414	/* RW signed ns for FP_TIME_CMD_STEP */
+#define FP_UB_TIME_STEP_HI		0x418
+#define FP_UB_TIME_CMD			0x41c	/* WO FP_TIME_CMD_* */
+#define FP_UB_TIME_FREQ			0x420	/* RW signed, 2^-32 ns per ns */
+#define FP_UB_TIME_PPS_CTRL		0x424	/* RW FP_TIME_PPS_* */
+#define FP_UB_TIME_PPS_LEVEL		0x428	/* RO pulse times queued */
+#define FP_UB_TIME_PPS_TS_LO		0x42c	/* RO the oldest pulse's time */
+#define FP_UB_TIME_PPS_TS_HI		0x430
+#define FP_UB_TIME_PPS_POP		0x434	/* WO, write 1: removes the oldest */
+#define FP_UB_TIME_PPS_LOST		0x438	/* RO pulses lost to a full FIFO */
+
+#define FP_TIME_CAP_CLOCK		BIT(0)	/* the clock above is there */
+#define FP_TIME_CAP_PPS_IN		BIT(1)	/* PPS input and its FIFO */
+#define FP_TIME_CAP_PPS_DEPTH		GENMASK(15, 8)	/* PPS FIFO entries */
+#define FP_TIME_CMD_SET			BIT(0)	/* clock := TIME_SET */
+#define FP_TIME_CMD_STEP		BIT(1)	/* clock += TIME_STEP */
+#define FP_TIME_PPS_ENABLE		BIT(0)	/* latch rising edges */
+/* FP_UB_TIME_FREQ: +-2^31 is +-0.5; one unit is about 0.00023 ppb. */
+#define FP_TIME_FREQ_SHIFT		32
 
 #endif /* FPGA_P2P_REGS_H */

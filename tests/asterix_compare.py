@@ -181,8 +181,11 @@ def main():
     records = split = with_reports = 0
     for f in frames:
         dets = f["detections"]
-        if f.get("utc_source") != "frame-event" or not isinstance(f.get("utc_ns"), int):
-            problems.append(f"frame {f['sequence']}: no frame-event UTC time")
+        # The frame's UTC time (docs/detections-format.md, "Time"): the
+        # simulator's host clock, a card's clock, or the frame event.
+        if f.get("utc_source") not in ("host-clock", "card-clock", "frame-event") or \
+                not isinstance(f.get("utc_ns"), int) or "time_quality" not in f:
+            problems.append(f"frame {f['sequence']}: no UTC time with its source and quality")
             continue
         if not dets:
             continue

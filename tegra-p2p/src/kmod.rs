@@ -17,8 +17,8 @@ use nix::errno::Errno;
 use crate::error::{Error, Result};
 use crate::ring::RingMemory;
 use crate::source::{
-    ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SlotRelease, SourceMode,
-    StartParams, TxTarget,
+    CaptureClock, ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SlotRelease,
+    SourceMode, StartParams, TxTarget,
 };
 use crate::uapi::{self, *};
 
@@ -719,6 +719,15 @@ impl FrameSource for KmodSource {
         })?;
         tx.busy.set(busy | (1u64 << slot));
         Ok(())
+    }
+
+    /// The card's PTP hardware clock, found from the device's sysfs node;
+    /// a card without one stamps frames with its own counter.
+    fn capture_clock(&self) -> CaptureClock {
+        match crate::phc::of_card(&*self.dev.name) {
+            Some(p) => CaptureClock::Phc(p),
+            None => CaptureClock::CardCounter,
+        }
     }
 }
 

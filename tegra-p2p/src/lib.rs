@@ -28,6 +28,7 @@ pub mod clock;
 pub mod error;
 pub mod kmod;
 pub mod pattern;
+pub mod phc;
 mod queue;
 pub mod record_check;
 pub mod ring;
@@ -41,7 +42,8 @@ pub use pattern::{Mismatch, SequenceTracker, check_crc, crc32, verify_chunk, ver
 pub use ring::{CompletionWords, MemoryKind, RingConfig, RingMemory};
 pub use sim::{ProducerScheduling, SimConfig, SimFaults, SimPacing, SimSource};
 pub use source::{
-    ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SourceMode, StartParams, TxTarget,
+    CaptureClock, ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SourceMode,
+    StartParams, TxTarget,
 };
 
 // Sources move into the real-time thread: they must be Send (not Sync).

@@ -18,14 +18,14 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::clock::{monotonic_ns, sleep_until_ns};
+use crate::clock::{monotonic_ns, sleep_until_ns, tai_of_monotonic};
 use crate::error::{Error, Result};
 use crate::pattern;
 use crate::queue::{EventQueue, SlotFifo};
 use crate::ring::{CompletionWords, RingMemory};
 use crate::source::{
-    ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SlotRelease, SourceMode,
-    StartParams, TxTarget,
+    CaptureClock, ChunkEvent, Counters, Event, Frame, FrameMeta, FrameSource, SlotRelease,
+    SourceMode, StartParams, TxTarget,
 };
 use crate::uapi::{self, fpga_p2p_event};
 
@@ -630,6 +630,11 @@ impl FrameSource for SimSource {
         inc(&self.shared.counters.tx_completed);
         Ok(())
     }
+
+    /// The simulator stamps frames with the host's CLOCK_TAI.
+    fn capture_clock(&self) -> CaptureClock {
+        CaptureClock::HostTai
+    }
 }
 
 /// SCHED_FIFO at `priority` for the calling thread (best effort).
@@ -805,7 +810,15 @@ impl Producer {
             } else {
                 slot_bytes
             };
-            let timestamp_ns = monotonic_ns();
+            // The frame's first sample is taken at the start of its first
+            // chunk's period (unpaced: now), stamped as the card stamps it,
+            // on a clock of the site's time: here the host's CLOCK_TAI.
+            let host_ns = if period_ns > 0 {
+                t_next
+            } else {
+                monotonic_ns()
+            };
+            let timestamp_ns = tai_of_monotonic(host_ns);
             // A whole played-back frame's CRC is known; anything else
             // (pattern, short frame) is summed as it is written.
             let known_crc = match &self.mode {
@@ -899,6 +912,7 @@ impl Producer {
                 flags,
                 sequence: seq,
                 timestamp_ns,
+                host_ns,
                 bytes: bytes as u32,
                 crc32,
                 dropped: pending_drops.min(u32::MAX as u64) as u32,

@@ -1,6 +1,7 @@
 //! The frame-source abstraction shared by the kernel module and the simulator:
 //! the same events, the same slot ownership, the same errors.
 
+use std::path::PathBuf;
 use std::ptr::NonNull;
 use std::time::Duration;
 
@@ -103,8 +104,12 @@ pub struct FrameMeta {
     pub slot: u32,
     /// Counts every frame the source started since start, delivered or dropped.
     pub sequence: u64,
-    /// Capture time of the first chunk (source clock, ns).
+    /// Capture time of the frame's first sample, on the source's clock
+    /// ([`FrameSource::capture_clock`]), ns.
     pub timestamp_ns: u64,
+    /// The same instant on this host's CLOCK_MONOTONIC, ns; 0 when the
+    /// source cannot say (a card without a clock).
+    pub host_ns: u64,
     /// `uapi::FPGA_P2P_EVF_*`.
     pub flags: u32,
     /// Frames dropped at the source since the previous delivered frame.
@@ -121,6 +126,7 @@ impl FrameMeta {
             slot: ev.slot,
             sequence: ev.sequence,
             timestamp_ns: ev.timestamp_ns,
+            host_ns: ev.host_ns,
             flags: ev.flags,
             dropped: ev.dropped,
             bytes: ev.bytes,
@@ -333,6 +339,21 @@ impl Drop for Frame<'_> {
     }
 }
 
+/// The clock a source stamps frames with ([`FrameMeta::timestamp_ns`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaptureClock {
+    /// The card's clock, a PTP hardware clock: its device node. linuxptp
+    /// keeps it on TAI.
+    Phc(PathBuf),
+    /// This host's CLOCK_TAI (the simulator, standing in for a card whose
+    /// clock is locked to the system clock).
+    HostTai,
+    /// CLOCK_MONOTONIC: no time of day (a replay).
+    Monotonic,
+    /// A card without a clock: its own counter, no time of day.
+    CardCounter,
+}
+
 /// A source of frames: the kernel module ([`crate::KmodSource`]) or the
 /// simulator ([`crate::SimSource`]).
 pub trait FrameSource: SlotRelease {
@@ -371,4 +392,8 @@ pub trait FrameSource: SlotRelease {
     /// Copies `data` into a free transmit slot and hands it to the FPGA;
     /// completion arrives as [`Event::TxDone`] with `cookie`.
     fn transmit(&self, target: TxTarget, data: &[u8], cookie: u64) -> Result<()>;
+    /// The clock of the frames' `timestamp_ns`.
+    fn capture_clock(&self) -> CaptureClock {
+        CaptureClock::Monotonic
+    }
 }

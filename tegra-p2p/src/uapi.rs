@@ -161,7 +161,7 @@ pub struct fpga_p2p_event {
     pub dropped: u32,
     pub chunk: u32,
     pub cookie: u64,
-    pub reserved: u64,
+    pub host_ns: u64,
 }
 
 // The header's record: 64 bytes, 8-byte aligned, no padding (what `Pod`

@@ -57,7 +57,7 @@ fn rust_fields() -> Vec<(String, String, usize, usize)> {
         fpga_p2p_event { type => type_, handle => handle, slot => slot, flags => flags,
             sequence => sequence, timestamp_ns => timestamp_ns, bytes => bytes,
             crc32 => crc32, dropped => dropped, chunk => chunk, cookie => cookie,
-            reserved => reserved }
+            host_ns => host_ns }
         fpga_p2p_wait { release_handle => release_handle, release_slot => release_slot,
             timeout_ms => timeout_ms, reserved0 => reserved0, event => event }
         fpga_p2p_counters { frames => frames, chunks => chunks, drops_no_slot => drops_no_slot,

@@ -158,6 +158,10 @@ udev_test() {
 	udevadm settle --timeout=60
 	after=$(stat -c '%G %a' /dev/fpga-p2p0 2>&1)
 	check node-with-rule "$([ "$after" = 'radar 660' ]; echo $?)" "/dev/fpga-p2p0: $after (rule 60-fpga-p2p.rules)"
+	# The card's clock (its PTP hardware clock, named after the card's node).
+	ptp=$(stat -L -c '%G %a' /dev/fpga-ptp 2>&1)
+	check ptp-node-with-rule "$([ -L /dev/fpga-ptp ] && [ "$ptp" = 'radar 640' ]; echo $?)" \
+		"/dev/fpga-ptp -> $(readlink /dev/fpga-ptp): $ptp (rule 60-fpga-p2p.rules)"
 	udevadm info /dev/fpga-p2p0 2>&1 | sed 's/^/udevadm info: /' >$R
 	udevadm test /sys/class/misc/fpga-p2p0 2>&1 | grep -iE 'fpga-p2p.rules|GROUP|MODE' | sed 's/^/udevadm test: /' >$R
 	rmmod fpga_p2p

@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
 done
 case $test_name in
 gpio) want_checks="gpio-sim-chip radard-pulse-run radard-says-pulsed line-pulsed-low-then-high pulse-width line-held-by-radard missing-line-refused missing-line-named missing-line-no-pulse missing-chip-refused missing-chip-named" ;;
-udev) want_checks="node-without-udev udevd-running node-with-rule" ;;
+udev) want_checks="node-without-udev udevd-running node-with-rule ptp-node-with-rule" ;;
 *) die "usage: qemu-board.sh --test gpio|udev" ;;
 esac
 

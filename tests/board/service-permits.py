@@ -15,8 +15,12 @@ Reads `radard --print-config` of the board's radard.toml on stdin and checks:
   - and nothing else: address families AF_UNIX, AF_INET, AF_INET6 only, no
     PrivateNetwork that would cut UDP, no wildcard in IPAddressAllow=, no
     allowed address that no output sends to (once an output sends over the
-    network), no device beyond the FPGA/GPU/GPIO classes and the UART, no
-    writable path beyond the runtime directory and the JSONL directory.
+    network), no device beyond the FPGA/GPU/GPIO classes, the UART and the
+    card's clock, no writable path beyond the runtime directory and the
+    JSONL directory;
+  - the frames' time: with the card as the source, its PTP clock readable
+    and no more (DeviceAllow=char-ptp r), adjtimex/clock_adjtime allowed to
+    read the system clock's state, and no capability to set any clock.
 
   service-permits.py UNIT TMPFILES DATA_MOUNT_WHERE < print-config.toml
 Prints ok:/FAIL: lines; exit status 1 on any FAIL.
@@ -146,7 +150,26 @@ def main():
         bad("the configuration has no [diag] port: the unit ships with its diagnostics link")
     if unit.get("DevicePolicy") != ["closed"]:
         bad(f"DevicePolicy is {unit.get('DevicePolicy')}, want closed")
-    others = set(allows) - BASE_DEVICES - ({port} if port else set())
+    # --- the frames' time: the card's clock, read only --------------------
+    kmod = cfg.get("source", {}).get("kind") == "kmod"
+    if kmod:
+        mode = allows.get("char-ptp")
+        if mode == "r":
+            ok("DeviceAllow=char-ptp r: the card's PTP clock readable (its offset), not writable")
+        else:
+            bad(f"DeviceAllow=char-ptp is {mode!r}, want 'r': radard reads the card's clock and must not set it")
+        calls = {w for v in unit.get("SystemCallFilter", []) if not v.startswith("~") for w in v.split()}
+        if {"adjtimex", "clock_adjtime"} <= calls:
+            ok("SystemCallFilter= allows adjtimex and clock_adjtime (the system clock's state)")
+        else:
+            bad("SystemCallFilter= does not allow adjtimex and clock_adjtime: radard could not tell whether the system clock is synchronised")
+        if unit.get("CapabilityBoundingSet") == []:
+            ok("CapabilityBoundingSet= is empty: no CAP_SYS_TIME, so adjtimex can only read")
+        else:
+            bad(f"CapabilityBoundingSet={unit.get('CapabilityBoundingSet')}: radard could set the clock")
+    elif "char-ptp" in allows:
+        bad("DeviceAllow=char-ptp, but the source is not the card")
+    others = set(allows) - BASE_DEVICES - ({port} if port else set()) - ({"char-ptp"} if kmod else set())
     if others:
         bad(f"DeviceAllow= has {sorted(others)}, which nothing configured uses")
     else:

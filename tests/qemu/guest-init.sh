@@ -15,7 +15,8 @@
 # defaults: 100000 frames of 16 KiB, then 500 frames of 4 MiB); on the debug
 # kernel (KASAN, lockdep) under TCG that takes ~260 s, lifecycle ~140 s, the
 # others 10-90 s; the limits leave room for a loaded host. radard runs the
-# appliance program itself (tests/qemu/radard/suite.sh). shutdown is not a
+# appliance program itself (tests/qemu/radard/suite.sh); ptp the card's clock
+# with linuxptp's tools (tests/qemu/ptp/suite.sh). shutdown is not a
 # program: it always runs last (shutdown_suite), after @@done, and ends the
 # guest with `reboot -f` while a capture streams; the emulated card then
 # says whether the driver's .shutdown stopped it (tests/qemu/README.md).
@@ -30,6 +31,7 @@ duplex      300 p2p-suite duplex --frames 300
 neighbours  300 p2p-suite neighbours
 faults      300 p2p-suite faults --probe
 radard      600 sh /etc/radard/suite.sh
+ptp         300 sh /etc/ptp/suite.sh
 lifecycle   900 /init --lifecycle 100
 shutdown    120 reboot -f while streaming
 '

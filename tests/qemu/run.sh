@@ -65,7 +65,16 @@ while read -r name limit; do
 	all_suites+=("$name")
 done < <(sh "$here/guest-init.sh" --list)
 case $suite in
-all) suites=("${all_suites[@]}") ;;
+all)
+	suites=("${all_suites[@]}")
+	# The card's clock (the ptp suite) does not go through nv-p2p: it runs
+	# with the shim only, not again against NVIDIA's module.
+	if [ "$p2p" = nvidia ]; then
+		kept=()
+		for s in "${suites[@]}"; do [ "$s" = ptp ] || kept+=("$s"); done
+		suites=("${kept[@]}")
+	fi
+	;;
 shell) suites=() ;;
 canary)
 	# The detector canary: a deliberately broken module and program
@@ -195,9 +204,9 @@ if readelf -l "$suite_bin" 2>/dev/null | grep -q 'interpreter'; then
 fi
 
 # radard itself, static like p2p-suite (its CUDA and NVML loading find
-# nothing in the guest), for the radard suite only.
+# nothing in the guest), for the radard and ptp suites only.
 radard_bin=''
-if printf '%s\n' "${suites[@]}" | grep -qx radard; then
+if printf '%s\n' "${suites[@]}" | grep -qx -e radard -e ptp; then
 	if [ -n "${RADAR_RADARD_BIN:-}" ]; then
 		radard_bin=$RADAR_RADARD_BIN
 	else
@@ -280,6 +289,37 @@ if [ "$kernel" = debian ]; then
 		echo "$base" >>"$root/lib/modules/radar/deps.order"
 	done
 fi
+# --- time: linuxptp for the ptp suite (tests/qemu/ptp/) ---------------------------
+# linuxptp's own tools from Debian's package, unpacked (not installed on
+# this machine) into a cache, with the libraries they load (glibc's).
+if printf '%s\n' "${suites[@]}" | grep -qx ptp; then
+	lptp_ver=$(apt-cache policy linuxptp | sed -n 's/^ *Candidate: //p')
+	[ -n "$lptp_ver" ] && [ "$lptp_ver" != "(none)" ] || die "apt knows no linuxptp package"
+	lptp=${RADAR_LINUXPTP_CACHE:-"$HOME/.cache/radar-linuxptp"}/$lptp_ver
+	if [ ! -x "$lptp/root/usr/sbin/phc2sys" ]; then
+		log "fetching Debian's linuxptp $lptp_ver"
+		rm -rf "$lptp"
+		mkdir -p "$lptp/dl"
+		(cd "$lptp/dl" && apt-get download "linuxptp=$lptp_ver") >"$work/linuxptp.log" 2>&1 ||
+			{ cat "$work/linuxptp.log" >&2; die "apt-get download linuxptp failed"; }
+		dpkg-deb -x "$lptp"/dl/linuxptp_*.deb "$lptp/root"
+	fi
+	mkdir -p "$root/usr/sbin" "$root/etc/ptp"
+	for b in phc_ctl phc2sys ts2phc pmc ptp4l; do
+		cp "$lptp/root/usr/sbin/$b" "$root/usr/sbin/$b"
+		# The loader and libraries at the paths the binary names.
+		ldd "$lptp/root/usr/sbin/$b" | awk '$3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
+	done | sort -u | while read -r lib; do
+		mkdir -p "$root$(dirname "$lib")"
+		cp -L "$lib" "$root$lib"
+	done
+	cp "$here"/ptp/* "$root/etc/ptp/"
+	# The board's unit for the card's phc2sys and its ts2phc configuration:
+	# the suite runs them.
+	mkdir -p "$root/etc/ptp/board"
+	cp "$top/board/jetson-agx-orin-devkit/systemd/radar-phc2sys-card.service" \
+		"$top/board/jetson-agx-orin-devkit/linuxptp/ts2phc.conf" "$root/etc/ptp/board/"
+fi
 python3 "$here/harness.py" cpio "$root" "$work/initramfs.cpio"
 log "initramfs: $(du -h "$work/initramfs.cpio" | cut -f1)"
 
@@ -306,7 +346,8 @@ else
 	cmdline+=" intel_iommu=on iommu=nopt"
 fi
 guest_suite=$suite
-[ "$suite" != all ] && [ "$suite" != shell ] && guest_suite=$(IFS=,; echo "${suites[*]}")
+{ [ "$suite" != all ] || [ "$p2p" = nvidia ]; } && [ "$suite" != shell ] &&
+	guest_suite=$(IFS=,; echo "${suites[*]}")
 cmdline+=" radar.suite=$guest_suite radar.p2p=$p2p"
 # q35 with the emulated IOMMU (DMA and interrupt remapping) first, then the
 # card: every DMA of the card goes through the IOMMU's page tables. The
@@ -320,6 +361,9 @@ qemu=("$qemu_bin" -accel tcg -machine q35 -smp 2 -m 2048 -nodefaults -no-user-co
 card_log="$outdir/$name.card"
 rm -f "$card_log"
 card="radar-fpga-card,shutdown-log=${card_log//,/,,}"
+# The card's clock counts from an oscillator 100 ppm fast, as a real one
+# may be: what phc2sys has to trim (the ptp suite measures it).
+card+=",clock-ppm=100"
 [ -z "$adc_recording" ] || card+=",adc-recording=${adc_recording//,/,,}"
 qemu+=(-device "$card")
 

@@ -26,8 +26,9 @@ suite=bookworm
 mirror=http://deb.debian.org/debian
 # What stands in for the Yocto image's userspace: systemd as PID 1 and udev
 # (as on the unit), kmod for systemd-modules-load, e2fsprogs for
-# systemd-makefs (radar-data-mkfs.service), iproute2 for the network.
-packages=(systemd systemd-sysv udev kmod iproute2 e2fsprogs)
+# systemd-makefs (radar-data-mkfs.service), iproute2 for the network,
+# linuxptp for the time units (the image's is meta-oe's).
+packages=(systemd systemd-sysv udev kmod iproute2 e2fsprogs linuxptp)
 
 ensure_pkgs mmdebstrap e2fsprogs
 

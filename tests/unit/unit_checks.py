@@ -374,6 +374,18 @@ def run_checks(c, args, cfg, eff, shell, udp):
          f"card 10ee:9038: {card}")
     node = shell.out("stat -c '%G %a %t:%T' /dev/fpga-p2p0") or "no /dev/fpga-p2p0"
     c.ok("boot-udev-rule", node.startswith("radar 660"), f"/dev/fpga-p2p0: {node} (60-fpga-p2p.rules: group radar, 0660)")
+    # The card's clock: named after the card, linked and readable by radar
+    # (the same rule), its device unit there for radar-phc2sys-card.service;
+    # linuxptp's tools read it; the time units enabled as the preset says.
+    ptp = shell.out("readlink /dev/fpga-ptp; stat -L -c '%G %a' /dev/fpga-ptp; "
+                    "cat /sys/class/misc/fpga-p2p0/device/ptp/ptp*/clock_name; "
+                    "systemctl show -p ActiveState --value 'dev-fpga\\x2dptp.device'; "
+                    "phc_ctl /dev/fpga-ptp get 2>&1 | grep -m1 'clock time'") or ""
+    en = shell.out("systemctl is-enabled radar-ptp4l radar-phc2sys-system radar-phc2sys-card "
+                   "radar-ts2phc radar-phc2sys-gnss 2>&1 | tr '\\n' ' '") or ""
+    c.ok("boot-ptp-clock", ptp.split()[1:3] == ["radar", "640"] and "fpga-p2p0" in ptp and
+         "\nactive\n" in ptp and "clock time is" in ptp and en.split() == ["enabled"] * 3 + ["disabled"] * 2,
+         f"/dev/fpga-ptp: {ptp.replace(chr(10), '; ')}; enabled: {en}")
     want = subprocess.run(["sha256sum", os.path.join(board, "systemd/radard.service")], capture_output=True,
                           text=True).stdout.split()[0]
     unit = props(shell, "radard", ["FragmentPath", "DropInPaths", "UnitFileState"])
@@ -446,6 +458,20 @@ def run_checks(c, args, cfg, eff, shell, udp):
             ans = console_command(pty, "status")
             c.ok("b-console-status", "Done" in ans and "frames" in ans.lower(),
                  f"text console 'status' on {pty}: {ans.strip()[:400]!r}")
+            # radard in its sandbox reads the card's clock (DeviceAllow=char-ptp r,
+            # group radar) and the system clock's state (adjtimex allowed):
+            # no PTP network here, so the card runs free.
+            p = subprocess.run([args.radarctl, "--port", pty, "--timeout", "10", "--json", "time"],
+                               capture_output=True, text=True, timeout=60)
+            try:
+                t = json.loads(p.stdout)
+            except ValueError:
+                t = {}
+            c.ok("b-radarctl-time", p.returncode == 0 and t.get("source") == "card-clock" and
+                 str(t.get("clock", "")).startswith("/dev/ptp") and t.get("read_errors") == 0 and
+                 t.get("system_synchronised") is not None and t.get("quality") == "FreeRunning" and
+                 t.get("offset_ns") is not None,
+                 f"radarctl time: exit {p.returncode}: {(p.stdout + p.stderr)[:400]}")
 
     # --- a. ASTERIX to the host's loopback ----------------------------------------------
     sinks = eff.get("sink", [])

@@ -425,6 +425,119 @@ pub struct Telemetry {
     pub gpu: Option<GpuTelemetry>,
 }
 
+/// How good the frames' time is (docs/detections-format.md, "Time").
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeQuality {
+    /// The frames carry no clock of the site's time (a replay, a card
+    /// without a clock): the system clock at each frame event.
+    Unknown,
+    /// Never locked, or holdover ran out: no bound.
+    FreeRunning,
+    /// Was locked; running on the card's last trim; the bound grows.
+    Holdover,
+    /// The card on the synchronised system clock within the bound.
+    Locked,
+}
+
+impl TimeQuality {
+    /// As the outputs name it (`time_quality`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeQuality::Unknown => "unknown",
+            TimeQuality::FreeRunning => "free-running",
+            TimeQuality::Holdover => "holdover",
+            TimeQuality::Locked => "locked",
+        }
+    }
+}
+
+/// The frames' clock and how good its time is (`radar/time`).
+#[derive(Serialize, Deserialize, Schema, MaxSize, Clone, Debug, PartialEq)]
+pub struct TimeStatus {
+    /// Where the frames' UTC comes from: "card-clock", "host-clock" (the
+    /// simulator) or "frame-event".
+    pub source: Text<12>,
+    /// The card's PTP clock device ("/dev/ptp0"); empty without one.
+    pub clock: Text<16>,
+    pub quality: TimeQuality,
+    /// The bound on the frames' time error, ns (None: no bound).
+    pub bound_ns: Option<u64>,
+    /// The card's clock less the system clock less (TAI - UTC), ns, and its
+    /// rate against the system clock, ppb, at the last reading.
+    pub offset_ns: Option<i64>,
+    pub drift_ppb: Option<i64>,
+    /// TAI - UTC in force, s.
+    pub utc_offset_s: i16,
+    /// What the kernel says of the system clock (None: unknown).
+    pub system_synchronised: Option<bool>,
+    /// Steps of the card's clock and of the system clock seen since start.
+    pub card_steps: u32,
+    pub system_steps: u32,
+    /// Readings of the card's clock that failed since start.
+    pub read_errors: u32,
+    /// How long the quality has been what it is, ms.
+    pub quality_for_ms: u64,
+}
+
+/// `source QUALITY [within BOUND] (clock) offset ... drift ... ppb ...`,
+/// as the console and radarctl say it.
+impl core::fmt::Display for TimeStatus {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{} {}", self.source.as_str(), self.quality.name())?;
+        if let Some(b) = self.bound_ns {
+            f.write_str(" within ")?;
+            ns(f, i128::from(b))?;
+        }
+        if !self.clock.is_empty() {
+            write!(f, " ({})", self.clock.as_str())?;
+        }
+        if let Some(o) = self.offset_ns {
+            f.write_str(", offset ")?;
+            if o >= 0 {
+                f.write_str("+")?;
+            }
+            ns(f, i128::from(o))?;
+        }
+        if let Some(d) = self.drift_ppb {
+            write!(f, ", frequency {d:+} ppb")?;
+        }
+        write!(
+            f,
+            ", TAI-UTC {} s, system clock {}",
+            self.utc_offset_s,
+            match self.system_synchronised {
+                Some(true) => "synchronised",
+                Some(false) => "UNSYNCHRONISED",
+                None => "sync unknown",
+            }
+        )?;
+        if self.card_steps + self.system_steps > 0 {
+            write!(
+                f,
+                ", steps: card {} system {}",
+                self.card_steps, self.system_steps
+            )?;
+        }
+        if self.read_errors > 0 {
+            write!(f, ", {} failed reads", self.read_errors)?;
+        }
+        write!(f, ", for {:.0} s", self.quality_for_ms as f64 / 1e3)
+    }
+}
+
+/// A duration in ns, us or ms.
+fn ns(f: &mut core::fmt::Formatter<'_>, v: i128) -> core::fmt::Result {
+    let a = v.unsigned_abs();
+    let sign = if v < 0 { "-" } else { "" };
+    if a < 10_000 {
+        write!(f, "{sign}{a} ns")
+    } else if a < 10_000_000 {
+        write!(f, "{sign}{:.1} us", a as f64 / 1e3)
+    } else {
+        write!(f, "{sign}{:.3} ms", a as f64 / 1e6)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -484,6 +597,46 @@ mod gpu_text_tests {
         assert_eq!(
             format!("{g}"),
             "nvml: temperature n/a, clock n/a, load n/a, throttle n/a"
+        );
+    }
+}
+
+#[cfg(test)]
+mod time_text_tests {
+    extern crate std;
+    use super::{TimeQuality, TimeStatus};
+    use crate::bounded::Text;
+    use std::format;
+
+    #[test]
+    fn the_clock_as_text() {
+        let mut t = TimeStatus {
+            source: Text::truncate_from("card-clock"),
+            clock: Text::truncate_from("/dev/ptp0"),
+            quality: TimeQuality::Locked,
+            bound_ns: Some(1_500),
+            offset_ns: Some(-230),
+            drift_ppb: Some(12),
+            utc_offset_s: 37,
+            system_synchronised: Some(true),
+            card_steps: 1,
+            system_steps: 0,
+            read_errors: 0,
+            quality_for_ms: 42_000,
+        };
+        assert_eq!(
+            format!("{t}"),
+            "card-clock locked within 1500 ns (/dev/ptp0), offset -230 ns, frequency +12 ppb, \
+             TAI-UTC 37 s, system clock synchronised, steps: card 1 system 0, for 42 s"
+        );
+        (t.quality, t.bound_ns, t.offset_ns, t.drift_ppb) =
+            (TimeQuality::FreeRunning, None, Some(5_000_000_123), None);
+        t.system_synchronised = Some(false);
+        t.card_steps = 0;
+        t.clock = Text::truncate_from("");
+        assert_eq!(
+            format!("{t}"),
+            "card-clock free-running, offset +5000.000 ms, TAI-UTC 37 s, system clock UNSYNCHRONISED, for 42 s"
         );
     }
 }

@@ -26,6 +26,7 @@ pub enum Request {
     SnapshotInfo,
     SnapshotPiece(PieceRequest),
     Subscribe(Subscribe),
+    Time,
 }
 
 /// Why a frame got no answer of its endpoint. `header` is the request's,
@@ -125,6 +126,9 @@ pub fn decode_request(frame: &[u8]) -> Result<(VarHeader, Request), RequestFault
         Request::SnapshotPiece(body(hdr, rest)?)
     } else if is::<SubscribeEndpoint>(k) {
         Request::Subscribe(body(hdr, rest)?)
+    } else if is::<TimeEndpoint>(k) {
+        body::<()>(hdr, rest)?;
+        Request::Time
     } else {
         return Err(RequestFault {
             header: Some(hdr),

@@ -72,12 +72,16 @@ impl Detections {
 pub const DETECTIONS_FORMAT_VERSION: u32 = 1;
 
 /// A frame's wall-clock time: UTC in nanoseconds since 1970 (leap seconds
-/// not counted, as CLOCK_REALTIME), and the name of where it came from
-/// (docs/detections-format.md lists them).
+/// not counted, as CLOCK_REALTIME), the name of where it came from, its
+/// quality and the bound on its error (docs/detections-format.md lists the
+/// names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UtcTime {
     pub ns: u64,
     pub source: &'static str,
+    pub quality: &'static str,
+    /// None: no bound (written null).
+    pub bound_ns: Option<u64>,
 }
 
 /// One frame's detections as one JSON line (docs/detections-format.md):
@@ -111,9 +115,20 @@ impl DetectionsLine<'_> {
             None => write!(out, "null"),
         };
         let _ = match self.utc {
-            // Source names are plain words: no escaping needed.
-            Some(u) => write!(out, ",\"utc_ns\":{},\"utc_source\":\"{}\"", u.ns, u.source),
-            None => write!(out, ",\"utc_ns\":null,\"utc_source\":null"),
+            // Source and quality names are plain words: no escaping needed.
+            Some(u) => write!(
+                out,
+                ",\"utc_ns\":{},\"utc_source\":\"{}\",\"time_quality\":\"{}\",\"time_bound_ns\":",
+                u.ns, u.source, u.quality
+            ),
+            None => write!(
+                out,
+                ",\"utc_ns\":null,\"utc_source\":null,\"time_quality\":null,\"time_bound_ns\":"
+            ),
+        };
+        let _ = match self.utc.and_then(|u| u.bound_ns) {
+            Some(b) => write!(out, "{b}"),
+            None => write!(out, "null"),
         };
         let _ = write!(out, ",\"latency_ns\":");
         let _ = match self.latency_ns {
@@ -177,7 +192,9 @@ mod line_tests {
             timestamp_ns: Some(100),
             utc: Some(UtcTime {
                 ns: 1_795_700_000_123_456_789,
-                source: "frame-event",
+                source: "card-clock",
+                quality: "locked",
+                bound_ns: Some(1500),
             }),
             latency_ns: None,
             detections: &[d, d],
@@ -190,7 +207,9 @@ mod line_tests {
         assert_eq!(v["sequence"], 9);
         assert_eq!(v["timestamp_ns"], 100);
         assert_eq!(v["utc_ns"], 1_795_700_000_123_456_789u64);
-        assert_eq!(v["utc_source"], "frame-event");
+        assert_eq!(v["utc_source"], "card-clock");
+        assert_eq!(v["time_quality"], "locked");
+        assert_eq!(v["time_bound_ns"], 1500);
         assert!(v["latency_ns"].is_null());
         assert_eq!(v["count"], 2);
         assert_eq!(v["cut"], 1);
@@ -212,5 +231,6 @@ mod line_tests {
         .write_to(&mut out);
         let v: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
         assert!(v["utc_ns"].is_null() && v["utc_source"].is_null());
+        assert!(v["time_quality"].is_null() && v["time_bound_ns"].is_null());
     }
 }

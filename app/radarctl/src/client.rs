@@ -40,6 +40,13 @@ pub enum LinkError {
     },
     #[error("the unit refused {what}: {error}")]
     Wire { what: &'static str, error: String },
+    #[error(
+        "the unit refused {what}: unknown key (the unit does not serve {path}: a different protocol version or not radard)"
+    )]
+    UnknownKey {
+        what: &'static str,
+        path: &'static str,
+    },
     #[error("the unit's answer to {what} does not decode ({reason})")]
     Decode { what: &'static str, reason: String },
 }
@@ -142,10 +149,12 @@ impl Client {
             }
             if is_ours && hdr.key == VarKey::Key8(ERROR_KEY) {
                 let error = match postcard::from_bytes::<WireError>(body) {
-                    Ok(WireError::UnknownKey) => format!(
-                        "unknown key (the unit does not serve {}: a different protocol version or not radard)",
-                        E::PATH
-                    ),
+                    Ok(WireError::UnknownKey) => {
+                        return Err(LinkError::UnknownKey {
+                            what,
+                            path: E::PATH,
+                        });
+                    }
                     Ok(e) => e.to_string(),
                     Err(e) => format!("an error that does not decode ({e})"),
                 };
@@ -162,6 +171,16 @@ impl Client {
                     body: body.to_vec(),
                 });
             }
+        }
+    }
+
+    /// The frames' clock (`radar/time`), or None from a unit that does not
+    /// report it (a radard from before the endpoint).
+    pub fn time(&mut self) -> Result<Option<TimeStatus>, LinkError> {
+        match self.call::<TimeEndpoint>(&(), "the time request") {
+            Ok(t) => Ok(Some(t)),
+            Err(LinkError::UnknownKey { .. }) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 

@@ -52,6 +52,9 @@ enum Cmd {
     Status,
     /// Latency percentiles and the latency histogram (drawn as bars).
     Stats,
+    /// The frames' clock: its source, quality and bound, offset and
+    /// frequency against the system clock, steps.
+    Time,
     /// The recent-events log.
     Log {
         /// Events to show (the newest).
@@ -144,10 +147,29 @@ fn run(cli: &Cli) -> Result<(), CtlError> {
         }
         Cmd::Status => {
             let s = c.call::<StatusEndpoint>(&(), "the status request")?;
+            let t = c.time()?;
             if cli.json {
-                print_json(&s)?
+                // The status answer's keys, and the clock's under "time".
+                let mut v =
+                    serde_json::to_value(&s).map_err(|e| CtlError::Output(e.to_string()))?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert(
+                        "time".into(),
+                        serde_json::to_value(&t).map_err(|e| CtlError::Output(e.to_string()))?,
+                    );
+                }
+                print_json(&v)?
             } else {
-                show::status(&s)
+                show::status(&s);
+                println!("time       {}", show::time(t.as_ref()));
+            }
+        }
+        Cmd::Time => {
+            let t = c.time()?;
+            if cli.json {
+                print_json(&t)?
+            } else {
+                println!("{}", show::time(t.as_ref()));
             }
         }
         Cmd::Stats => {

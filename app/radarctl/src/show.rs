@@ -62,6 +62,14 @@ pub fn status(s: &Status) {
     }
 }
 
+/// The frames' clock, or why there is none to show.
+pub fn time(t: Option<&TimeStatus>) -> String {
+    t.map_or(
+        "not reported by this unit (radard before radar/time)".into(),
+        |t| t.to_string(),
+    )
+}
+
 pub fn gpu(g: Option<&GpuTelemetry>) -> String {
     g.map_or("telemetry n/a".into(), |g| g.to_string())
 }

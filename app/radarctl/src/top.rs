@@ -60,8 +60,9 @@ fn view(c: &mut Client, period: Duration, frames: Option<u64>) -> Result<(), Str
             let stats = c
                 .call::<StatsEndpoint>(&(), "the statistics request")
                 .map_err(|e| e.to_string())?;
+            let time = c.time().map_err(|e| e.to_string())?;
             last_stats = Instant::now();
-            term.draw(|f| draw(f, status.as_ref(), Some(&stats)))
+            term.draw(|f| draw(f, status.as_ref(), time.as_ref(), Some(&stats)))
                 .map_err(|e| format!("terminal: {e}"))?;
             shown += 1;
             if frames.is_some_and(|n| shown >= n) {
@@ -80,12 +81,17 @@ fn view(c: &mut Client, period: Duration, frames: Option<u64>) -> Result<(), Str
     }
 }
 
-fn draw(f: &mut ratatui::Frame<'_>, status: Option<&Status>, stats: Option<&Stats>) {
+fn draw(
+    f: &mut ratatui::Frame<'_>,
+    status: Option<&Status>,
+    time: Option<&TimeStatus>,
+    stats: Option<&Stats>,
+) {
     let area = f.area();
     let rows = Layout::default()
         .direction(Direction::Vertical)
         .constraints([
-            Constraint::Length(7),
+            Constraint::Length(8),
             Constraint::Min(8),
             Constraint::Length(10),
         ])
@@ -119,6 +125,7 @@ fn draw(f: &mut ratatui::Frame<'_>, status: Option<&Status>, stats: Option<&Stat
                 s.loop_cpu_pct
             )),
             Line::from(format!("gpu {}", show::gpu(s.gpu.as_ref()))),
+            Line::from(format!("time {}", show::time(time))),
         ],
         None => vec![Line::from("waiting for the unit's first status push ...")],
     };

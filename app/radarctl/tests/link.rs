@@ -79,6 +79,21 @@ fn read_commands_answer() {
     let (code, out, _) = radarctl(port, &["status"]);
     assert_eq!(code, 0);
     assert!(out.contains("health"), "{out}");
+    // The frames' clock: the simulator stamps them with the host's clock.
+    assert!(out.contains("\ntime       host-clock "), "{out}");
+    let t = radarctl_json(port, &["time"]);
+    assert_eq!(t["source"], "host-clock", "{t}");
+    assert!(
+        ["Locked", "FreeRunning"].contains(&t["quality"].as_str().unwrap()),
+        "{t}"
+    );
+    assert_eq!(t["clock"], "", "no card clock on the simulator: {t}");
+    assert!(t["utc_offset_s"].as_i64().unwrap() >= 0, "{t}");
+    let st = radarctl_json(port, &["status"]);
+    assert_eq!(st["time"]["source"], "host-clock", "{st}");
+    let (code, out, _) = radarctl(port, &["time"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("host-clock "), "{out}");
 
     // A person's half-typed console line (echoed back) does not swallow
     // radarctl's next request.
@@ -191,7 +206,11 @@ fn text_console_answers_typed_bytes() {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(1));
-    for (cmd, want) in [("help", "set NAME VALUE"), ("status", "deadline misses")] {
+    for (cmd, want) in [
+        ("help", "set NAME VALUE"),
+        ("status", "deadline misses"),
+        ("time", "time host-clock "),
+    ] {
         for &byte in cmd.as_bytes() {
             a.master.write_all(&[byte]).unwrap();
             std::thread::sleep(Duration::from_millis(30));

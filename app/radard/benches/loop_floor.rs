@@ -318,7 +318,9 @@ fn run_frames(case: &Case, seconds: f64, cpu: Option<usize>) -> Result<CaseResul
         release += c3 - c2;
         if count >= warmup {
             event_to_done.push((finished - t_event) as f64 / 1e3);
-            let captured = meta.timestamp_ns.min(t_event);
+            // The first sample on CLOCK_MONOTONIC (timestamp_ns is the
+            // site's time).
+            let captured = meta.host_ns.min(t_event);
             capture_to_done.push((finished - captured) as f64 / 1e3);
             if finished > captured + 2 * period_ns {
                 misses += 1;
@@ -421,7 +423,7 @@ fn run_triggered(
             release += c3 - c2;
             if count >= warmup {
                 record_to_done.push(finished.saturating_sub(landed_ns) as f64 / 1e3);
-                let captured = meta.timestamp_ns.min(finished);
+                let captured = meta.host_ns.min(finished);
                 capture_to_done.push((finished - captured) as f64 / 1e3);
                 if finished > captured + 2 * period_ns {
                     misses += 1;

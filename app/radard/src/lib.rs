@@ -38,6 +38,7 @@ pub mod status;
 pub mod summary;
 pub mod telemetry;
 pub mod threads;
+pub mod timekeeping;
 pub mod trigger;
 pub mod unit;
 pub mod wall_clock;

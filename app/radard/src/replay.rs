@@ -265,10 +265,13 @@ impl FrameSource for ReplaySource {
             // bytes <= frame_bytes (checked when the sidecar was read).
             crc32fast::hash(unsafe { std::slice::from_raw_parts(base, entry.bytes as usize) })
         };
+        // A replay stamps frames on CLOCK_MONOTONIC as it plays them.
+        let now = monotonic_ns();
         let meta = FrameMeta {
             slot,
             sequence: entry.sequence,
-            timestamp_ns: monotonic_ns(),
+            timestamp_ns: now,
+            host_ns: now,
             flags: entry.flags & !uapi::FPGA_P2P_EVF_TX_ERROR,
             dropped: entry.dropped,
             bytes: entry.bytes,

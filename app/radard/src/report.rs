@@ -12,6 +12,7 @@ use heapless::spsc::{Consumer, Queue};
 
 use crate::config::SinkKind;
 use crate::status::{DropReason, StatusBoard, StatusSnapshot};
+use crate::timekeeping::TimeState;
 
 /// Detections shown on a frame's line.
 pub const SHOWN_DETECTIONS: usize = 8;
@@ -180,6 +181,22 @@ pub fn status_line(
     Ok(())
 }
 
+/// The status line's time field: ` time=SOURCE:QUALITY[<=BOUND]`, and the
+/// card's offset from the system clock when it has been read.
+pub fn time_field(t: &TimeState, w: &mut impl Write) -> std::io::Result<()> {
+    write!(w, " time={}:{}", t.source().name(), t.quality().name())?;
+    if let Some(b) = t.bound() {
+        write!(w, "<={b}ns")?;
+    }
+    if let Some(o) = t.offset() {
+        write!(w, " clock_offset={o}ns")?;
+    }
+    if let Some(d) = t.drift() {
+        write!(w, " clock_drift={d}ppb")?;
+    }
+    Ok(())
+}
+
 /// What runs at every status interval besides the status line (loop CPU
 /// clock, systemd notification, health verdict), and whatever the line
 /// should end with (telemetry).
@@ -225,6 +242,9 @@ pub fn run_printer(
             let snap = board.snapshot();
             line.clear();
             let _ = status_line(&snap, sink_names, &mut line);
+            if let Some(t) = board.time() {
+                let _ = time_field(&t, &mut line);
+            }
             hook.extend_line(&mut line);
             line.push(b'\n');
             let _ = out.write_all(&line);

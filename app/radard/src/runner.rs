@@ -28,6 +28,7 @@ use crate::sinks::{REOPEN_INTERVAL, Sink, create_sinks, detections_record, run_w
 use crate::status::{EventKind, SinkCounter, StatusSnapshot};
 use crate::telemetry::{self, Reader, TelemetryCell};
 use crate::threads::{self, ThreadUsage};
+use crate::timekeeping::{self, Clockwork, TimeState};
 use crate::unit::Unit;
 
 /// Frames processed before resident memory counts as warmed up.
@@ -58,6 +59,8 @@ pub struct Radard<'c> {
     reporter: Option<ServiceReporter>,
     telemetry: Arc<TelemetryCell>,
     telemetry_reader: Option<Box<dyn Reader>>,
+    /// The frames' time: read against the system clock by its own thread.
+    clockwork: Clockwork,
     diag: Option<(serialport::TTYPort, UnitInfo)>,
     backend: (String, String),
     /// Held, released from reset, until the run is dropped.
@@ -91,6 +94,11 @@ pub struct RunReport {
     pub processing_ns: Option<Percentiles<u64>>,
     pub rss_end_kib: Option<u64>,
     pub telemetry: Option<telemetry::Sample>,
+    /// The frames' time as last judged, its clock's device, and the frames
+    /// whose time was held after their predecessor's.
+    pub time: TimeState,
+    pub time_clock: Option<String>,
+    pub frames_time_held: u64,
     pub threads: Vec<ThreadUsage>,
     pub steal_ms: Option<f64>,
     /// The simulator's late chunks and its largest lateness in ns (None:
@@ -203,7 +211,7 @@ impl<'c> RadardBuilder<'c> {
             ));
         }
         // The diagnostics link: opened now, so that a wrong port is named at start-up.
-        let diag = match &cfg.diag.port {
+        let mut diag = match &cfg.diag.port {
             Some(path) => {
                 let port = diag::open(&cfg.diag, path)?;
                 note(&format!(
@@ -226,6 +234,18 @@ impl<'c> RadardBuilder<'c> {
         if !cfg.telemetry.enabled {
             note("telemetry: off (telemetry.enabled = false)");
         }
+        // The frames' clock, read once now so that the first frame has a
+        // judgement; then every time.interval_ms by its thread.
+        let mut clockwork = Clockwork::new(&cfg.time, &unit.source.as_dyn().capture_clock());
+        clockwork.look(&resources.board, &mut std::io::sink());
+        let phc = clockwork.phc_path().map(|p| p.display().to_string());
+        if let Some((_, info)) = diag.as_mut() {
+            info.time_clock = phc.clone();
+        }
+        note(&format!(
+            "time: {}",
+            timekeeping::describe(&clockwork.state(), phc.as_deref())
+        ));
         reporter.show_telemetry(telemetry.clone());
         if self.real_time {
             rt::apply_memory(&cfg.rt, &mut rt_report)?;
@@ -283,6 +303,7 @@ impl<'c> RadardBuilder<'c> {
             reporter: Some(reporter),
             telemetry,
             telemetry_reader,
+            clockwork,
             diag,
             backend,
             _fpga_reset: fpga_reset,
@@ -304,6 +325,7 @@ fn unit_info(cfg: &RadardConfig, unit: &Unit, backend: &str, sink_names: &[Strin
         backend: backend.to_string(),
         frame_period_ns: cfg.frame_period().map(|p| p.as_nanos() as u64),
         sink_names: sink_names.to_vec(),
+        time_clock: None,
     }
 }
 
@@ -328,6 +350,7 @@ impl Radard<'_> {
             reporter,
             telemetry: telemetry_cell,
             telemetry_reader,
+            clockwork,
             diag: diag_link,
             backend: backend_description,
             ..
@@ -354,6 +377,22 @@ impl Radard<'_> {
                     });
                 if let Err(e) = spawned {
                     println!("radard: telemetry: no thread ({e}); running without");
+                }
+            }
+            {
+                let (board, stop) = (&*board, &telemetry_stop);
+                let interval = Duration::from_millis(u64::from(cfg.time.interval_ms));
+                let work = &mut *clockwork;
+                let spawned = std::thread::Builder::new()
+                    .name("clock".into())
+                    .spawn_scoped(scope, move || {
+                        rt::normal_thread();
+                        timekeeping::run(work, board, interval, stop)
+                    });
+                if let Err(e) = spawned {
+                    println!(
+                        "radard: time: no clock thread ({e}); the frames' quality stays as judged at start"
+                    );
                 }
             }
             let mut writers = Vec::new();
@@ -434,6 +473,7 @@ impl Radard<'_> {
         let gpu_triggered_end = unit.disarm().map(|r| r.map_err(|e| e.to_string()));
         // Before anything at the end allocates.
         let rss_end_kib = rss_kib();
+        let frames_time_held = resources.frames_time_held();
         let (latency_sorted, processing_sorted) = resources.latencies.sorted();
         RunReport {
             result,
@@ -455,6 +495,9 @@ impl Radard<'_> {
             processing_ns: Percentiles::of_sorted(processing_sorted),
             rss_end_kib,
             telemetry: telemetry_cell.latest(),
+            time: clockwork.state(),
+            time_clock: clockwork.phc_path().map(|p| p.display().to_string()),
+            frames_time_held,
             threads: thread_usage,
             steal_ms,
             simulator_pacing: match &unit.source {

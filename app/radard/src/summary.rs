@@ -78,6 +78,8 @@ pub struct Summary {
     pub source_counters: Option<SourceCounters>,
     /// The last GPU telemetry sample (None: off, or none taken).
     pub telemetry: Option<telemetry::Sample>,
+    /// The frames' time at the end (docs/detections-format.md, "Time").
+    pub time: TimeSummary,
     /// Each thread's CPU time, wait for a CPU and preemptions over the run.
     pub threads: Vec<ThreadUsage>,
     /// CPU time the hypervisor took from this machine during the run (ms,
@@ -85,6 +87,29 @@ pub struct Summary {
     pub steal_ms: Option<f64>,
     /// The simulator's chunk cadence (None: another source).
     pub simulator_pacing: Option<SimulatorPacing>,
+}
+
+/// The frames' time at the end of a run.
+#[derive(Debug, Serialize)]
+pub struct TimeSummary {
+    /// Where the frames' UTC came from (`utc_source`) and its device.
+    pub source: String,
+    pub clock: Option<String>,
+    /// The last quality and its bound (ns; None: no bound).
+    pub quality: String,
+    pub bound_ns: Option<u64>,
+    /// The card's clock less the system clock less TAI - UTC, and its rate
+    /// against the system clock, at the last reading.
+    pub offset_ns: Option<i64>,
+    pub drift_ppb: Option<i64>,
+    pub utc_offset_s: i64,
+    pub card_steps: u64,
+    pub system_steps: u64,
+    /// Frames whose time was held after their predecessor's (a step back).
+    pub frames_held: u64,
+    /// Looks the clock thread took at the frames' clock (one a second).
+    pub readings: u64,
+    pub read_errors: u64,
 }
 
 /// Frames not processed, by reason.
@@ -269,6 +294,20 @@ impl Summary {
                 dma_timeouts: c.dma_timeouts,
             }),
             telemetry: r.telemetry.clone(),
+            time: TimeSummary {
+                source: r.time.source().name().to_string(),
+                clock: r.time_clock.clone(),
+                quality: r.time.quality().name().to_string(),
+                bound_ns: r.time.bound(),
+                offset_ns: r.time.offset(),
+                drift_ppb: r.time.drift(),
+                utc_offset_s: r.time.utc_offset_s,
+                card_steps: r.time.card_steps,
+                system_steps: r.time.system_steps,
+                frames_held: r.frames_time_held,
+                readings: r.time.generation,
+                read_errors: r.time.read_errors,
+            },
             threads: r.threads.clone(),
             steal_ms: r.steal_ms,
             simulator_pacing: r.simulator_pacing.map(|(late, max_ns)| SimulatorPacing {
@@ -429,6 +468,23 @@ impl fmt::Display for Summary {
         if let Some(t) = &s.telemetry {
             writeln!(out, "summary: telemetry {t}")?;
         }
+        let t = &s.time;
+        write!(out, "summary: time {} {}", t.source, t.quality)?;
+        if let Some(b) = t.bound_ns {
+            write!(
+                out,
+                " within {}",
+                crate::timekeeping::ns_text(i128::from(b))
+            )?;
+        }
+        if let Some(c) = &t.clock {
+            write!(out, " ({c})")?;
+        }
+        writeln!(
+            out,
+            " card_steps={} system_steps={} frames_held={} read_errors={}",
+            t.card_steps, t.system_steps, t.frames_held, t.read_errors
+        )?;
         for t in &s.threads {
             writeln!(
                 out,

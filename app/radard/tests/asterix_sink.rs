@@ -70,7 +70,7 @@ fn asterix_records_match_the_jsonl_detections() {
     let mut d = datagrams.iter();
     let (mut records, mut split) = (0u64, 0u64);
     for f in &frames {
-        assert_eq!(f["utc_source"], "frame-event");
+        assert_eq!(f["utc_source"], "host-clock");
         let utc_ns = f["utc_ns"].as_u64().expect("utc_ns");
         let dets = f["detections"].as_array().expect("detections");
         let n_datagrams = dets.len().div_ceil(2);

@@ -269,6 +269,7 @@ fn server(board: &Arc<StatusBoard>) -> Server<'static> {
         backend: "cpu".into(),
         frame_period_ns: Some(8_000_000),
         sink_names: vec!["jsonl".into()],
+        time_clock: None,
     };
     Server::new(
         board.clone(),

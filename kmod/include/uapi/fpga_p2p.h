@@ -215,9 +215,14 @@ struct fpga_p2p_tx {
 
 /*
  * One event. Fields by type (others are zero; slot is FPGA_P2P_NO_SLOT
- * where there is none):
+ * where there is none). A frame's times: timestamp_ns is the card's clock
+ * at the frame's first sample (a PTP hardware clock, /dev/ptpN, kept on
+ * TAI by linuxptp); host_ns is the same instant on the host's
+ * CLOCK_MONOTONIC, converted by the driver at the frame's interrupt from the
+ * card's clock read then (0 when the card has no clock, or its clock was
+ * stepped back past the frame since).
  *   EV_FRAME    slot (now the application's), sequence, timestamp_ns,
- *               bytes (valid bytes), crc32, flags, dropped
+ *               host_ns, bytes (valid bytes), crc32, flags, dropped
  *   EV_CHUNK    slot (still the engine's: read-only), chunk, bytes (chunk
  *               size); only with FPGA_P2P_START_CHUNK_EVENTS
  *   EV_TX_DONE  slot (free again), bytes, cookie, flags (EVF_TX_ERROR if the
@@ -235,13 +240,13 @@ struct fpga_p2p_event {
 	__u32 slot;
 	__u32 flags;			/* FPGA_P2P_EVF_* */
 	__u64 sequence;			/* frame sequence number from the FPGA */
-	__u64 timestamp_ns;		/* capture time, FPGA clock */
+	__u64 timestamp_ns;		/* first sample, the card's clock (TAI) */
 	__u32 bytes;			/* payload bytes in the slot */
 	__u32 crc32;			/* CRC-32 (IEEE) of the payload, by the FPGA */
 	__u32 dropped;			/* frames dropped at the source before this one */
 	__u32 chunk;			/* EV_CHUNK: chunk index; EV_FAULT: FPGA_P2P_FAULT_* */
 	__u64 cookie;			/* EV_TX_DONE: from fpga_p2p_tx */
-	__u64 reserved;
+	__u64 host_ns;			/* EV_FRAME: first sample, CLOCK_MONOTONIC */
 };
 
 /*

@@ -20,6 +20,9 @@ const DET_BYTES: usize = 0x804;
 const DET_TAG: usize = 0x808;
 const DET_POP: usize = 0x80c;
 const DET_DATA: usize = 0x10000;
+const PPS_PULSE: usize = 0x040;
+const CLOCK_PPB: usize = 0x044;
+const PPS_PULSES: usize = 0x048;
 
 /// Fault injection registers (RW; 0 turns a fault off).
 #[derive(Clone, Copy, Debug)]
@@ -175,6 +178,26 @@ impl Card {
         ] {
             self.set(k, 0);
         }
+    }
+
+    /// An edge on the card's PPS input, now (`FC_TEST_PPS_PULSE`).
+    pub fn pps_pulse(&self) {
+        self.wr(PPS_PULSE, 1);
+    }
+
+    /// The card's oscillator error in ppb (`FC_TEST_CLOCK_PPB`).
+    pub fn clock_ppb(&self) -> i32 {
+        self.rd(CLOCK_PPB) as i32
+    }
+
+    /// Sets the card's oscillator error in ppb.
+    pub fn set_clock_ppb(&self, ppb: i32) {
+        self.wr(CLOCK_PPB, ppb as u32);
+    }
+
+    /// PPS edges sent through the test port since QEMU started.
+    pub fn pps_pulses(&self) -> u32 {
+        self.rd(PPS_PULSES)
     }
 
     /// A counter by name (see STATS).

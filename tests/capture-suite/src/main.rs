@@ -15,6 +15,7 @@ mod faults;
 mod ktap;
 mod neighbours;
 mod ownership;
+mod ptp;
 mod revocation;
 mod stream;
 
@@ -89,6 +90,18 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// PPS edges into the card come out of its PTP clock as external time
+    /// stamps with the card's time at the edge.
+    PtpPps(ptp::PpsOpts),
+    /// Frames carry the card's clock at their first sample: their UTC
+    /// agrees with the guest's clock.
+    PtpFrames(ptp::FramesOpts),
+    /// The system clock: the kernel's TAI offset, synchronised or not, steps.
+    Sysclock(ptp::SysclockOpts),
+    /// The emulated card's oscillator error (test port).
+    CardClock(ptp::CardClockOpts),
+    /// A PPS edge into the card at every whole second of CLOCK_REALTIME.
+    PpsPulser(ptp::PulserOpts),
 }
 
 fn smoke(env: &Env, frames: u64, out: &mut Outcome) -> Check {
@@ -134,6 +147,11 @@ fn main() {
         Cmd::Smoke { .. } => "smoke",
         Cmd::HoldOpen => "hold-open",
         Cmd::CardDetections { .. } => "card-detections",
+        Cmd::PtpPps(_) => "ptp-pps",
+        Cmd::PtpFrames(_) => "ptp-frames",
+        Cmd::Sysclock(_) => "sysclock",
+        Cmd::CardClock(_) => "card-clock",
+        Cmd::PpsPulser(_) => "pps-pulser",
     };
     let mut out = Outcome {
         suite: name.to_string(),
@@ -156,6 +174,11 @@ fn main() {
             Cmd::Smoke { frames } => smoke(&cli.env, *frames, o),
             Cmd::HoldOpen => Ok(()),
             Cmd::CardDetections { out } => card::detections(out.as_deref(), o),
+            Cmd::PtpPps(opts) => ptp::pps(&cli.env, opts, o),
+            Cmd::PtpFrames(opts) => ptp::frames(&cli.env, opts, o),
+            Cmd::Sysclock(opts) => ptp::sysclock(opts, o),
+            Cmd::CardClock(opts) => ptp::card_clock(opts, o),
+            Cmd::PpsPulser(opts) => ptp::pulser(opts, o),
         }
     }));
     let result = match r {

@@ -91,7 +91,24 @@ fn commit(ev: Event, start: usize) -> Check {
 
 /// The guarded ring (tegra-p2p's RingMemory through KmodSource) streams on.
 fn guarded(env: &Env, o: &Opts, out: &mut Outcome) -> Check<u64> {
-    let mut src = common::open_source(&env.device, SLOTS, SLOT, CHUNK)?;
+    // The neighbour's place, right below the ring's guard page, must be
+    // free: the allocator (musl's maps its groups at the newest free spot)
+    // may put its own memory there, as it may beside any mapping. A ring
+    // with free room below is kept, and the room is held by a placeholder
+    // of ours from then on, so nothing else lands there between events.
+    let mut taken = Vec::new();
+    let (ring, mut room) = loop {
+        let ring = common::host_ring(SLOTS, SLOT)?;
+        let start = ring.base() as usize - tegra_p2p::ring::GUARD_BYTES;
+        match neighbour_below(start) {
+            Ok(room) => break (ring, room),
+            Err(e) if taken.len() >= 8 => return Err(format!("no ring with room below it: {e}")),
+            Err(_) => taken.push(ring),
+        }
+    };
+    drop(taken);
+    let mut src = tegra_p2p::KmodSource::open_path(&env.device, ring, CHUNK)
+        .ctx(&env.device.display().to_string())?;
     let start = src.ring().base() as usize - tegra_p2p::ring::GUARD_BYTES;
     src.start(&StartParams::test_pattern().with_chunk_period(Duration::from_micros(20)))
         .ctx("start")?;
@@ -100,7 +117,13 @@ fn guarded(env: &Env, o: &Opts, out: &mut Outcome) -> Check<u64> {
     let mut events = 0;
     for round in 0..o.rounds {
         for ev in EVENTS {
+            // The placeholder leaves; the event's own neighbour takes the
+            // room at once (nothing allocates in between); the placeholder
+            // comes back.
+            room.unmap();
             commit(ev, start).map_err(|e| format!("round {round}, {ev:?}: {e}"))?;
+            room =
+                neighbour_below(start).map_err(|e| format!("round {round}: the room back: {e}"))?;
             events += 1;
             for _ in 0..o.frames {
                 let f = src

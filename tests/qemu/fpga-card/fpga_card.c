@@ -18,6 +18,12 @@
  * as after a completion timeout), counters, and the detection packets the
  * card received over H2C.
  *
+ * The card's clock (the time block of the user registers) counts
+ * nanoseconds from QEMU's virtual clock at the rate of an oscillator that is
+ * clock-ppm (a property; the test port can change it) off, trimmed by the
+ * driver's frequency word; frames are stamped with it at their first
+ * sample, and the test port's PPS_PULSE is an edge on its PPS input.
+ *
  * With the property shutdown-log=PATH the card appends one line to PATH
  * when the machine shuts down (with -no-reboot a guest reboot is one):
  * whether its engines, source and bus mastering were still on. A driver's
@@ -34,6 +40,7 @@
 
 #include "qemu/osdep.h"
 #include "qemu/units.h"
+#include "qemu/host-utils.h"
 #include "qemu/timer.h"
 #include "qemu/module.h"
 #include "qemu/log.h"
@@ -73,6 +80,8 @@ OBJECT_DECLARE_SIMPLE_TYPE(FpgaCard, FPGA_CARD)
 /* A stuck C2H engine keeps writing its last destination this often. */
 #define FC_STUCK_PERIOD_NS      (5 * 1000 * 1000LL)
 #define FC_MSIX_BAR             4
+/* PPS input: pulse times the card holds until the driver pops them. */
+#define FC_PPS_DEPTH            4
 
 typedef struct FcChan {
     uint32_t control;
@@ -131,6 +140,31 @@ typedef struct FcSrc {
     struct fpga_p2p_completion rec;
 } FcSrc;
 
+/*
+ * The card's clock (board/fpga/registers.md, "Time"): nanoseconds that run
+ * from QEMU's virtual clock at the oscillator's rate, 1 + ppb_error / 1e9,
+ * trimmed by the frequency word (2^-32 per unit). It is kept as its value
+ * at an instant (the anchor) and a rate: a change of rate re-anchors it, so
+ * the count is continuous; SET and STEP re-anchor it at the new value, as
+ * one operation. Like the oscillator it counts, it runs from power-on and
+ * keeps running over a reset of the PCI function.
+ */
+typedef struct FcClock {
+    int64_t anchor_virt;        /* QEMU_CLOCK_VIRTUAL ns of the anchor */
+    uint64_t anchor;            /* the clock's value then */
+    int32_t freq;               /* FP_UB_TIME_FREQ */
+    int32_t ppb_error;          /* the oscillator's frequency error */
+    uint32_t latch_hi;          /* high half latched by a NOW_LO read */
+    uint64_t set;               /* FP_UB_TIME_SET_* */
+    uint64_t step;              /* FP_UB_TIME_STEP_* */
+    uint32_t pps_ctrl;
+    uint64_t pps[FC_PPS_DEPTH];
+    uint32_t pps_head;
+    uint32_t pps_count;
+    uint32_t pps_lost;
+    uint32_t pulses;            /* edges the harness sent */
+} FcClock;
+
 typedef struct FcDet {
     uint32_t tag;
     uint32_t bytes;
@@ -152,6 +186,10 @@ struct FpgaCard {
     char *adc_recording;        /* property: the front end's frames, raw */
     uint8_t *adc_rec;           /* the recording, read at realize */
     size_t adc_rec_len;
+    int32_t clock_ppm;          /* property: the oscillator's error, ppm */
+
+    /* Not cleared by a reset (fc_reset_state clears what follows it). */
+    FcClock clock;
 
     FcChan h2c;
     FcChan c2h;
@@ -225,6 +263,146 @@ static int64_t fc_now(void)
 static void fc_kick(FpgaCard *s, bool c2h)
 {
     timer_mod(c2h ? s->c2h_timer : s->h2c_timer, fc_now());
+}
+
+/* --- the card's clock ----------------------------------------------------- */
+
+/* The clock's rate offset in 2^-32 units: the oscillator's and the trim. */
+static int64_t fc_clock_rate(FpgaCard *s)
+{
+    /* |ppb| * 2^32 < 2^63 for any int32. */
+    return (int64_t)s->clock.freq +
+           (int64_t)s->clock.ppb_error * (1LL << 32) / 1000000000;
+}
+
+/* The clock's value at virtual time @virt (not before its anchor). */
+static uint64_t fc_clock_at(FpgaCard *s, int64_t virt)
+{
+    FcClock *c = &s->clock;
+    int64_t dv = MAX(virt - c->anchor_virt, 0);
+    uint64_t lo, hi;
+
+    muls64(&lo, &hi, dv, fc_clock_rate(s));
+    /* (dv * rate) >> 32, arithmetic: |rate| < 2^32, so it fits. */
+    return c->anchor + dv + (int64_t)((hi << 32) | (lo >> 32));
+}
+
+/* Re-anchor at the current instant with value @value. */
+static void fc_clock_anchor(FpgaCard *s, uint64_t value)
+{
+    s->clock.anchor_virt = fc_now();
+    s->clock.anchor = value;
+}
+
+static uint64_t fc_clock_now(FpgaCard *s)
+{
+    return fc_clock_at(s, fc_now());
+}
+
+/* An edge on the PPS input: its time goes to the FIFO while enabled. */
+static void fc_pps_edge(FpgaCard *s)
+{
+    FcClock *c = &s->clock;
+
+    c->pulses++;
+    if (!(c->pps_ctrl & FP_TIME_PPS_ENABLE)) {
+        return;
+    }
+    if (c->pps_count == FC_PPS_DEPTH) {
+        c->pps_lost++;
+        return;
+    }
+    c->pps[(c->pps_head + c->pps_count) % FC_PPS_DEPTH] = fc_clock_now(s);
+    c->pps_count++;
+}
+
+static uint32_t fc_time_read(FpgaCard *s, uint32_t off)
+{
+    FcClock *c = &s->clock;
+    uint64_t v;
+
+    switch (off) {
+    case FP_UB_TIME_CAPS:
+        return FP_TIME_CAP_CLOCK | FP_TIME_CAP_PPS_IN | FC_PPS_DEPTH << 8;
+    case FP_UB_TIME_NOW_LO:
+        v = fc_clock_now(s);
+        c->latch_hi = v >> 32;
+        return (uint32_t)v;
+    case FP_UB_TIME_NOW_HI:
+        return c->latch_hi;
+    case FP_UB_TIME_SET_LO:
+        return (uint32_t)c->set;
+    case FP_UB_TIME_SET_HI:
+        return c->set >> 32;
+    case FP_UB_TIME_STEP_LO:
+        return (uint32_t)c->step;
+    case FP_UB_TIME_STEP_HI:
+        return c->step >> 32;
+    case FP_UB_TIME_FREQ:
+        return (uint32_t)c->freq;
+    case FP_UB_TIME_PPS_CTRL:
+        return c->pps_ctrl;
+    case FP_UB_TIME_PPS_LEVEL:
+        return c->pps_count;
+    case FP_UB_TIME_PPS_TS_LO:
+        return c->pps_count ? (uint32_t)c->pps[c->pps_head] : 0;
+    case FP_UB_TIME_PPS_TS_HI:
+        return c->pps_count ? c->pps[c->pps_head] >> 32 : 0;
+    case FP_UB_TIME_PPS_LOST:
+        return c->pps_lost;
+    default:
+        return 0;
+    }
+}
+
+static void fc_time_write(FpgaCard *s, uint32_t off, uint32_t val)
+{
+    FcClock *c = &s->clock;
+
+    switch (off) {
+    case FP_UB_TIME_SET_LO:
+        c->set = (c->set & ~0xffffffffULL) | val;
+        break;
+    case FP_UB_TIME_SET_HI:
+        c->set = (c->set & 0xffffffffULL) | (uint64_t)val << 32;
+        break;
+    case FP_UB_TIME_STEP_LO:
+        c->step = (c->step & ~0xffffffffULL) | val;
+        break;
+    case FP_UB_TIME_STEP_HI:
+        c->step = (c->step & 0xffffffffULL) | (uint64_t)val << 32;
+        break;
+    case FP_UB_TIME_CMD:
+        if ((val & FP_TIME_CMD_SET) && (val & FP_TIME_CMD_STEP)) {
+            s->st[FC_ST_PROTOCOL_ERRORS]++;
+        } else if (val & FP_TIME_CMD_SET) {
+            fc_clock_anchor(s, c->set);
+        } else if (val & FP_TIME_CMD_STEP) {
+            fc_clock_anchor(s, fc_clock_now(s) + c->step);
+        }
+        break;
+    case FP_UB_TIME_FREQ:
+        fc_clock_anchor(s, fc_clock_now(s));
+        c->freq = (int32_t)val;
+        break;
+    case FP_UB_TIME_PPS_CTRL:
+        if ((val & FP_TIME_PPS_ENABLE) && !(c->pps_ctrl & FP_TIME_PPS_ENABLE)) {
+            c->pps_count = 0;
+            c->pps_lost = 0;
+        }
+        c->pps_ctrl = val & FP_TIME_PPS_ENABLE;
+        break;
+    case FP_UB_TIME_PPS_POP:
+        if (!c->pps_count) {
+            s->st[FC_ST_PROTOCOL_ERRORS]++;
+            break;
+        }
+        c->pps_head = (c->pps_head + 1) % FC_PPS_DEPTH;
+        c->pps_count--;
+        break;
+    default:
+        s->st[FC_ST_PROTOCOL_ERRORS]++;
+    }
 }
 
 /* --- interrupts ---------------------------------------------------------- */
@@ -697,6 +875,9 @@ static uint32_t fc_user_read(FpgaCard *s, uint32_t off)
     FcMeta *e = &s->meta[s->meta_head];
     bool have = s->meta_count;
 
+    if (off >= FP_UB_TIME_CAPS && off < FP_UB_TIME_CAPS + 0x100) {
+        return fc_time_read(s, off);
+    }
     switch (off) {
     case FP_UB_ID:
         return FP_UB_ID_VALUE;
@@ -777,6 +958,10 @@ static void fc_user_write(FpgaCard *s, uint32_t off, uint32_t val)
 {
     uint32_t i;
 
+    if (off >= FP_UB_TIME_CAPS && off < FP_UB_TIME_CAPS + 0x100) {
+        fc_time_write(s, off, val);
+        return;
+    }
     switch (off) {
     case FP_UB_SCRATCH:
         s->scratch = val;
@@ -995,7 +1180,8 @@ static bool fc_frame_start(FpgaCard *s, int64_t now)
     s->frame_credits--;
     f->active = true;
     f->seq = seq;
-    f->ts = now;
+    /* The card's clock at the frame's first sample. */
+    f->ts = fc_clock_at(s, now);
     f->valid_bytes = f->frame_bytes;
     f->flags = 0;
     f->off = 0;
@@ -1092,7 +1278,7 @@ static void fc_record(FpgaCard *s, int64_t now)
         .magic = cpu_to_le32(FPGA_P2P_COMPLETION_MAGIC),
         .sequence = cpu_to_le64(f->seq),
         .chunk = cpu_to_le32(c),
-        .timestamp_ns = cpu_to_le64(now),
+        .timestamp_ns = cpu_to_le64(fc_clock_at(s, now)),
     };
     f->rec_off = 0;
     f->rec_pending = true;
@@ -1468,6 +1654,10 @@ static uint64_t fc_test_mmio_read(void *opaque, hwaddr addr, unsigned size)
         return s->all_ones;
     case FC_TEST_META_LATE_EVERY:
         return s->meta_late_every;
+    case FC_TEST_CLOCK_PPB:
+        return (uint32_t)s->clock.ppb_error;
+    case FC_TEST_PPS_PULSES:
+        return s->clock.pulses;
     case FC_TEST_DET_LEVEL:
         return s->det_count;
     case FC_TEST_DET_BYTES:
@@ -1516,6 +1706,13 @@ static void fc_test_mmio_write(void *opaque, hwaddr addr, uint64_t val,
         break;
     case FC_TEST_META_LATE_EVERY:
         s->meta_late_every = val;
+        break;
+    case FC_TEST_PPS_PULSE:
+        fc_pps_edge(s);
+        break;
+    case FC_TEST_CLOCK_PPB:
+        fc_clock_anchor(s, fc_clock_now(s));
+        s->clock.ppb_error = (int32_t)val;
         break;
     case FC_TEST_DET_POP:
         if (s->det_count) {
@@ -1607,6 +1804,12 @@ static void fc_reset_state(FpgaCard *s)
     }
     g_free(s->pkt_det);
     memset(&s->h2c, 0, offsetof(FpgaCard, buf) - offsetof(FpgaCard, h2c));
+    /* The clock runs on; its registers and PPS input are reset. */
+    s->clock.pps_ctrl = 0;
+    s->clock.pps_count = 0;
+    s->clock.pps_lost = 0;
+    s->clock.set = 0;
+    s->clock.step = 0;
 }
 
 static void fc_reset(DeviceState *dev)
@@ -1651,6 +1854,9 @@ static void fc_realize(PCIDevice *pdev, Error **errp)
         return;
     }
     msix_vector_use(pdev, 0);
+    /* The clock starts at 0 at power-on, counting at the oscillator's rate. */
+    s->clock.ppb_error = s->clock_ppm * 1000;
+    fc_clock_anchor(s, 0);
     s->c2h_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, fc_c2h_timer, s);
     s->h2c_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, fc_h2c_timer, s);
     s->stuck_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, fc_stuck_timer, s);
@@ -1677,6 +1883,7 @@ static void fc_exit(PCIDevice *pdev)
 static Property fc_properties[] = {
     DEFINE_PROP_STRING("shutdown-log", FpgaCard, shutdown_log),
     DEFINE_PROP_STRING("adc-recording", FpgaCard, adc_recording),
+    DEFINE_PROP_INT32("clock-ppm", FpgaCard, clock_ppm, 0),
     DEFINE_PROP_END_OF_LIST(),
 };
 

@@ -25,6 +25,17 @@
 #define FC_TEST_ALL_ONES        0x020   /* 1: BAR0/BAR1 read all ones */
 #define FC_TEST_META_LATE_EVERY 0x024   /* every Nth frame: metadata late */
 
+/*
+ * Time (0x040-0x05f): the card's oscillator and its PPS input, as the
+ * harness drives them. A write of PPS_PULSE is a rising edge on the PPS
+ * input at that instant (the card latches its clock then, if the driver
+ * enabled the input); CLOCK_PPB is the oscillator's frequency error in
+ * ppb (signed; from the device property clock-ppm, changeable at run time).
+ */
+#define FC_TEST_PPS_PULSE       0x040   /* WO: a PPS edge now */
+#define FC_TEST_CLOCK_PPB       0x044   /* RW signed: oscillator error, ppb */
+#define FC_TEST_PPS_PULSES      0x048   /* RO: PPS edges the harness sent */
+
 /* Counters, RO, 32 bits each at FC_TEST_STAT0 + 4 * index. */
 #define FC_TEST_STAT0           0x100
 enum {

@@ -13,7 +13,8 @@
 #    (they must be the records sent, the last one possibly still in flight
 #    at the stop) and keeps the last one, which `radard decode-record` must
 #    decode to exactly the line radard's jsonl sink wrote for that frame
-#    (less what the record does not carry: latency and the UTC time).
+#    (less what the record does not carry: latency and the UTC time with
+#    its quality).
 # 2. The front end (--content adc): the card's ADC source plays a recording
 #    with moving targets (front-end.toml); every frame line must show them
 #    where that frame of the recording has them.
@@ -124,7 +125,7 @@ check_fpga_records() { # SCENE RECORDS-BEFORE
 	seq=$(sed -n 's/^{"version":1,"sequence":\([0-9]*\),.*/\1/p' "$OUT/$s.decoded")
 	want=$(grep -F "{\"version\":1,\"sequence\":$seq," "$OUT/$s.jsonl" |
 		sed -e 's/"latency_ns":[0-9]*,/"latency_ns":null,/' \
-			-e 's/"utc_ns":[0-9]*,"utc_source":"[a-z-]*",/"utc_ns":null,"utc_source":null,/')
+			-e 's/"utc_ns":[0-9]*,"utc_source":"[a-z-]*","time_quality":"[a-z-]*","time_bound_ns":[0-9a-z]*,/"utc_ns":null,"utc_source":null,"time_quality":null,"time_bound_ns":null,/')
 	if [ -z "$seq" ] || [ "$want" != "$(cat "$OUT/$s.decoded")" ]; then
 		failed "scene $s: the FPGA's last record (sequence '$seq') does not decode to the jsonl line: $(head -c 300 "$OUT/$s.decoded")"
 		return 1

@@ -12,6 +12,7 @@ IMAGE_INSTALL = "\
     radard-doc \
     radarctl \
     radar-board \
+    linuxptp \
     kernel-module-fpga-p2p \
     rauc \
     rauc-hawkbit-updater \

@@ -15,6 +15,7 @@ SRC_URI += "\
     file://tmpfiles/radard.conf \
     file://radard-site.conf.example \
     file://docs/image.md \
+    file://docs/bring-up.md \
 "
 
 do_install:append() {
@@ -27,9 +28,11 @@ do_install:append() {
     # /data/radard, the JSONL output's directory, made at boot
     install -d ${D}${nonarch_libdir}/tmpfiles.d
     install -m 0644 ${WORKDIR}/tmpfiles/radard.conf ${D}${nonarch_libdir}/tmpfiles.d/
-    # radard.service's Documentation= and the example of a site's drop-in
+    # radard.service's Documentation= and the example of a site's drop-in;
+    # the bring-up guide (the time units' Documentation=)
     install -d ${D}${docdir}/radard
     install -m 0644 ${WORKDIR}/docs/image.md ${WORKDIR}/radard-site.conf.example ${D}${docdir}/radard/
+    install -m 0644 ${WORKDIR}/docs/bring-up.md ${D}${docdir}/radard/
 }
 
 CONFFILES:${PN} = "${sysconfdir}/radard/radard.toml"

@@ -82,6 +82,17 @@
 //! baud = 115200
 //! [fpga_reset]              # the FPGA's reset line (src/fpga_reset.rs)
 //! enabled = false
+//! [time]                    # the frames' time and its quality (src/timekeeping/)
+//! phc = "auto"              # the card's PTP clock: "auto" (from the card's
+//!                           # sysfs node) or a device path ("/dev/fpga-ptp")
+//! interval_ms = 1000        # how often it is read against the system clock
+//! samples = 5               # readings per look (the tightest is kept)
+//! lock_threshold_ns = 100000 # locked: within this of the system clock ...
+//! lock_readings = 3         # ... this many readings in a row
+//! holdover_s = 600          # holdover, then free-running
+//! holdover_ppb = 10000      # the bound's growth in holdover
+//! step_threshold_ns = 1000000 # a jump past the drift: a clock step
+//! # utc_offset_s = 37       # TAI - UTC; left out: the kernel's
 //!
 //! # The processing chain: [geometry], [physical], [cfar], [chain]
 //! # (see docs/processing-chain.md).
@@ -294,6 +305,7 @@ pub struct RadardConfig {
     pub chain: ChainParams,
     pub telemetry: TelemetryConfig,
     pub fpga_reset: crate::fpga_reset::FpgaResetConfig,
+    pub time: crate::timekeeping::TimeConfig,
 }
 
 impl RadardConfig {
@@ -375,6 +387,9 @@ impl RadardConfig {
             });
         }
         if let Err((key, reason)) = self.telemetry.validate() {
+            return Err(ConfigError::Invalid { key, reason });
+        }
+        if let Err((key, reason)) = self.time.validate() {
             return Err(ConfigError::Invalid { key, reason });
         }
         if self.simulator.spin_us > 100_000 {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use diag_proto::{
     DetectionSummary, DropCount, EventKind as WireKind, GpuTelemetry, Health, HistogramBin,
     Identity, List, LogEvent, Note, PIECE_CELLS, Piece, SinkStatus, SnapshotDetection,
-    SnapshotError, SnapshotInfo, Stats, Status, Telemetry, Text,
+    SnapshotError, SnapshotInfo, Stats, Status, Telemetry, Text, TimeQuality, TimeStatus,
 };
 
 use crate::status::{
@@ -29,6 +29,8 @@ pub struct UnitInfo {
     pub frame_period_ns: Option<u64>,
     /// Names of the board's sinks, by index.
     pub sink_names: Vec<String>,
+    /// The card's PTP clock device read for the frames' time (None: none).
+    pub time_clock: Option<String>,
 }
 
 /// GPU telemetry, when something reads it.
@@ -235,6 +237,38 @@ pub fn telemetry(
     }
 }
 
+/// The frames' time (`radar/time`, the console's `time`): the clock
+/// thread's last judgement on the board.
+pub fn time(board: &StatusBoard, info: &UnitInfo) -> TimeStatus {
+    use crate::timekeeping::Quality;
+    let t = board.time().unwrap_or_default();
+    TimeStatus {
+        source: Text::truncate_from(t.source().name()),
+        clock: Text::truncate_from(info.time_clock.as_deref().unwrap_or("")),
+        quality: match t.quality() {
+            Quality::Unknown => TimeQuality::Unknown,
+            Quality::FreeRunning => TimeQuality::FreeRunning,
+            Quality::Holdover => TimeQuality::Holdover,
+            Quality::Locked => TimeQuality::Locked,
+        },
+        bound_ns: t.bound(),
+        offset_ns: t.offset(),
+        drift_ppb: t.drift(),
+        utc_offset_s: t
+            .utc_offset_s
+            .clamp(i64::from(i16::MIN), i64::from(i16::MAX)) as i16,
+        system_synchronised: match t.system_synchronised {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        },
+        card_steps: t.card_steps.min(u64::from(u32::MAX)) as u32,
+        system_steps: t.system_steps.min(u64::from(u32::MAX)) as u32,
+        read_errors: t.read_errors.min(u64::from(u32::MAX)) as u32,
+        quality_for_ms: board.uptime_ns().saturating_sub(t.quality_since_ns) / 1_000_000,
+    }
+}
+
 /// An event of the board as the log shows it.
 pub fn log_event(id: u64, e: &Event) -> LogEvent {
     let (kind, text) = match EventKind::from_u32(e.kind) {
@@ -303,6 +337,39 @@ pub fn log_event(id: u64, e: &Event) -> LogEvent {
         Some(EventKind::SinkUp) => (
             WireKind::Other,
             format!("sink {} created after {} attempts", e.a, e.b),
+        ),
+        // The time events are "other" on the wire: a kind of their own
+        // would change the log's schema for every client.
+        Some(EventKind::ClockStep) => (
+            WireKind::Other,
+            format!(
+                "{} stepped by {}",
+                if e.b == crate::timekeeping::STEP_SYSTEM {
+                    "the system clock"
+                } else {
+                    "the frames' clock"
+                },
+                crate::timekeeping::ns_text(i128::from(e.a as i64))
+            ),
+        ),
+        Some(EventKind::TimeQuality) => (
+            WireKind::Other,
+            match crate::timekeeping::Quality::from_u64(e.a) {
+                q if e.b == crate::timekeeping::NO_BOUND => format!("time {}", q.name()),
+                q => format!(
+                    "time {} within {}",
+                    q.name(),
+                    crate::timekeeping::ns_text(i128::from(e.b))
+                ),
+            },
+        ),
+        Some(EventKind::FrameTimeHeld) => (
+            WireKind::Other,
+            format!(
+                "frame {}: its clock stepped back; held {} after the previous frame",
+                e.a,
+                crate::timekeeping::ns_text(i128::from(e.b))
+            ),
         ),
         None => (
             WireKind::Other,

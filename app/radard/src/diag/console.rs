@@ -21,6 +21,7 @@ commands (a line ends with Enter; Backspace edits):
   status               health, frames, rate, misses, drops, latency, newest detections
   stats                latency percentiles and histogram
   log [N]              the newest N events (default 10)
+  time                 the frames' clock: source, quality and bound, offset, frequency
   get [NAME]           one parameter, or all with type, range and unit
   set NAME VALUE       change a parameter (on/off, an integer or a real like 1e-4)
 the same link also carries radarctl's binary frames (postcard-rpc, COBS);
@@ -48,6 +49,10 @@ pub fn answer(core: &mut LinkState<'_>, line: &str) -> String {
         "status" => status(core, &mut out),
         "stats" => stats(core, &mut out),
         "log" => log(core, &args, &mut out),
+        "time" | "clock" => {
+            let _ = writeln!(out, "time {}", answers::time(&core.board, &core.info));
+            Ok(())
+        }
         "get" | "params" => get(core, &args, &mut out),
         "set" => set(core, &args, &mut out),
         _ => Err(format!("unknown command {cmd:?} (help lists them)")),
@@ -113,6 +118,7 @@ fn status(core: &mut LinkState<'_>, out: &mut String) -> Result<(), String> {
         s.latency_max_us / 1e3,
         s.loop_cpu_pct
     );
+    let _ = writeln!(out, "time {}", answers::time(&core.board, &core.info));
     let _ = writeln!(out, "detections {}", s.detections_last);
     for d in s.detections.iter() {
         let _ = writeln!(

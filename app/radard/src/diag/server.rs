@@ -235,6 +235,10 @@ impl LinkState<'_> {
                 self.next_telemetry = now;
                 send(out, SubscribeEndpoint::RESP_KEY, seq, k, &self.subscribe);
             }
+            Request::Time => {
+                let t = answers::time(&self.board, &self.info);
+                send(out, TimeEndpoint::RESP_KEY, seq, k, &t);
+            }
         }
     }
 

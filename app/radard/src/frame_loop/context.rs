@@ -12,6 +12,7 @@ use crate::config::{RadardConfig, SinkKind};
 use crate::report::{FrameLine, FrameLineQueue};
 use crate::sinks::{DetectionFeed, detections_record};
 use crate::status::{PowerMapSnapshot, SinkCounter, StatusBoard};
+use crate::wall_clock::FrameClock;
 
 use super::param_queue::{self, ChangeQueue, ParamReceiver, ParamSender, ReplyQueue};
 
@@ -121,6 +122,8 @@ pub struct LoopContext<'q, 'a> {
     /// Parameter changes from another thread (the diagnostics server),
     /// applied between frames.
     pub params: Option<ParamReceiver<'q>>,
+    /// Stamps each frame with its time of day.
+    pub clock: &'a mut FrameClock,
 }
 
 /// The loop's buffers and queues for one run, allocated at start-up for a
@@ -145,6 +148,7 @@ pub struct LoopResources {
     velocity_bin_mps: f64,
     n_loops: usize,
     n_samples: usize,
+    clock: FrameClock,
 }
 
 /// The loop's context, and the other ends of its queues.
@@ -183,7 +187,14 @@ impl LoopResources {
             velocity_bin_mps: cfg.physical.velocity_bin_mps(g),
             n_loops: g.n_loops,
             n_samples: g.n_samples,
+            clock: FrameClock::new(cfg.frame_period().map_or(0, |p| p.as_nanos() as u64)),
         }
+    }
+
+    /// Frames whose time was held after their predecessor's (their clock
+    /// stepped back), so far.
+    pub fn frames_time_held(&self) -> u64 {
+        self.clock.held_frames
     }
 
     /// The loop's context over these buffers, stopping when `stop` is set
@@ -215,6 +226,7 @@ impl LoopResources {
                 n_samples: self.n_samples,
                 on_warm,
                 params: params.then_some(receiver),
+                clock: &mut self.clock,
             },
             frame_lines: consumer,
             params: sender,

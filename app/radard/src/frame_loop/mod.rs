@@ -354,19 +354,30 @@ pub fn run(
             }
         };
         let t_event = monotonic_ns();
-        let utc_ns = crate::wall_clock::utc_of_monotonic(t_event);
         let meta = *frame.meta();
-        // Capture time on the host clock: the simulator stamps frames with
-        // CLOCK_MONOTONIC; a stamp from another clock (in the future, or
-        // more than a minute old) is replaced by "one period before the
-        // frame event", when its last chunk landed.
-        let captured = if meta.timestamp_ns == 0
-            || meta.timestamp_ns > t_event
-            || t_event - meta.timestamp_ns > 60_000_000_000
+        // The frame's time of day and its quality (the clock thread's last
+        // judgement; never at or before the previous frame's).
+        let time_state = board.time().unwrap_or_default();
+        let (frame_time, held) = ctx.clock.stamp(&time_state, &meta, t_event);
+        if held {
+            board.post(
+                EventKind::FrameTimeHeld,
+                meta.sequence,
+                frame_time.held_back_ns.unwrap_or(0),
+            );
+        }
+        // Capture time on this host's CLOCK_MONOTONIC: the source's
+        // conversion of the first sample (the kernel module's at the
+        // interrupt, the simulator's own schedule); one that cannot be
+        // (none, in the future, or more than a minute old) is replaced by
+        // "one period before the frame event", when its last chunk landed.
+        let captured = if meta.host_ns == 0
+            || meta.host_ns > t_event
+            || t_event - meta.host_ns > 60_000_000_000
         {
             t_event.saturating_sub(period_ns)
         } else {
-            meta.timestamp_ns
+            meta.host_ns
         };
         // Capture takes one period; the frame is due one period after that.
         let due = captured + 2 * period_ns;
@@ -563,8 +574,10 @@ pub fn run(
                 let stamp = crate::sinks::FrameStamp {
                     sequence: meta.sequence,
                     timestamp_ns: meta.timestamp_ns,
-                    utc_ns,
-                    time_source: crate::wall_clock::TimeSource::FrameEvent,
+                    utc_ns: frame_time.utc_ns,
+                    time_source: frame_time.source,
+                    time_quality: frame_time.quality,
+                    time_bound_ns: frame_time.bound_ns,
                     latency_ns: latency,
                 };
                 feed.push(&stamp, list, cut);

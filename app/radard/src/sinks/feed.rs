@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use radar_dsp::Detection;
 
-use crate::wall_clock::TimeSource;
+use crate::timekeeping::{NO_BOUND, Quality, TimeSource};
 
 /// Frames the feed holds (about a second at 8 ms frames).
 pub const FEED_FRAMES: usize = 128;
 /// Words of a slot before its detections: sequence, timestamp, latency,
-/// count and cut, UTC time, its source.
-const HEADER_WORDS: usize = 6;
+/// count and cut, UTC time, its source and quality, its bound.
+const HEADER_WORDS: usize = 7;
 
 /// One frame's detections as a sink reads them.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -22,9 +22,12 @@ pub struct FrameDetections {
     pub sequence: u64,
     /// The source's capture timestamp (the FPGA's clock).
     pub timestamp_ns: u64,
-    /// The frame's wall-clock time (UTC, ns since 1970) and its source.
+    /// The frame's wall-clock time (UTC, ns since 1970), its source,
+    /// quality and the bound on its error (None: no bound).
     pub utc_ns: u64,
     pub time_source: TimeSource,
+    pub time_quality: Quality,
+    pub time_bound_ns: Option<u64>,
     pub latency_ns: u64,
     pub cut: u32,
     pub detections: Vec<Detection>,
@@ -36,9 +39,12 @@ pub struct FrameStamp {
     pub sequence: u64,
     /// The source's capture timestamp (the FPGA's clock).
     pub timestamp_ns: u64,
-    /// The frame's wall-clock time (UTC, ns since 1970) and its source.
+    /// The frame's wall-clock time (UTC, ns since 1970), its source,
+    /// quality and the bound on its error (None: no bound).
     pub utc_ns: u64,
     pub time_source: TimeSource,
+    pub time_quality: Quality,
+    pub time_bound_ns: Option<u64>,
     /// Capture to detections published.
     pub latency_ns: u64,
 }
@@ -112,7 +118,11 @@ impl DetectionFeed {
         w[2].store(stamp.latency_ns, Ordering::Relaxed);
         w[3].store(((n as u64) << 32) | u64::from(cut), Ordering::Relaxed);
         w[4].store(stamp.utc_ns, Ordering::Relaxed);
-        w[5].store(stamp.time_source.to_word(), Ordering::Relaxed);
+        w[5].store(
+            stamp.time_source as u64 | (stamp.time_quality as u64) << 8,
+            Ordering::Relaxed,
+        );
+        w[6].store(stamp.time_bound_ns.unwrap_or(NO_BOUND), Ordering::Relaxed);
         for (k, d) in dets[..n].iter().enumerate() {
             let base = HEADER_WORDS + k * DET_WORDS;
             let words: [u64; DET_WORDS] = bytemuck::cast(*d);
@@ -152,7 +162,11 @@ impl DetectionFeed {
         let n = ((nc >> 32) as usize).min(self.max_detections);
         out.cut = nc as u32;
         out.utc_ns = w[4].load(Ordering::Relaxed);
-        out.time_source = TimeSource::from_word(w[5].load(Ordering::Relaxed));
+        let t = w[5].load(Ordering::Relaxed);
+        out.time_source = TimeSource::from_u64(t & 0xff);
+        out.time_quality = Quality::from_u64((t >> 8) & 0xff);
+        let b = w[6].load(Ordering::Relaxed);
+        out.time_bound_ns = (b != NO_BOUND).then_some(b);
         out.detections.clear();
         for k in 0..n {
             let base = HEADER_WORDS + k * DET_WORDS;
@@ -187,7 +201,9 @@ mod tests {
             sequence: 7,
             timestamp_ns: 100,
             utc_ns: 1_795_700_000_000_000_000,
-            time_source: TimeSource::FrameEvent,
+            time_source: TimeSource::CardClock,
+            time_quality: Quality::Holdover,
+            time_bound_ns: Some(12_345),
             latency_ns: 5,
         };
         feed.push(&stamp, &dets, 1);
@@ -196,7 +212,10 @@ mod tests {
             (rec.sequence, rec.timestamp_ns, rec.utc_ns, rec.latency_ns),
             (7, 100, 1_795_700_000_000_000_000, 5)
         );
-        assert_eq!(rec.time_source, TimeSource::FrameEvent);
+        assert_eq!(
+            (rec.time_source, rec.time_quality, rec.time_bound_ns),
+            (TimeSource::CardClock, Quality::Holdover, Some(12_345))
+        );
         assert_eq!(rec.detections, dets[..4].to_vec());
         assert_eq!(rec.cut, 3, "1 cut by the chain, 2 by the feed's capacity");
         for s in 0..(FEED_FRAMES as u64 + 5) {

@@ -376,7 +376,10 @@ pub fn run_writer(
             return;
         }
         if idle {
-            std::thread::sleep(Duration::from_millis(2));
+            // A frame's line goes out within about a millisecond of its
+            // detections (docs/detections-format.md: a frame's time plus
+            // its latency is the wall clock when its line is written).
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
@@ -386,7 +389,12 @@ fn line_of(rec: &FrameDetections, n: usize, out: &mut Vec<u8>) {
     DetectionsLine {
         sequence: rec.sequence,
         timestamp_ns: Some(rec.timestamp_ns),
-        utc: Some(rec.time_source.utc(rec.utc_ns)),
+        utc: Some(radar_dsp::detection::UtcTime {
+            ns: rec.utc_ns,
+            source: rec.time_source.name(),
+            quality: rec.time_quality.name(),
+            bound_ns: rec.time_bound_ns,
+        }),
         latency_ns: Some(rec.latency_ns),
         detections: &rec.detections[..n],
         cut: rec.cut + (rec.detections.len() - n) as u32,

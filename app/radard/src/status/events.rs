@@ -39,6 +39,16 @@ pub enum EventKind {
     SinkDown = 11,
     /// A sink that was down was created (a: sink index, b: attempts).
     SinkUp = 12,
+    /// A clock stepped (a: the step in ns as an i64's bits, b: 1 the
+    /// frames' clock, 2 the system clock; `timekeeping::STEP_*`).
+    ClockStep = 13,
+    /// The frames' time quality changed (a: `timekeeping::Quality`, b: its
+    /// bound in ns, u64::MAX for none).
+    TimeQuality = 14,
+    /// A frame's time would not have come after the previous frame's (its
+    /// clock stepped back): it was held after it (a: sequence, b: ns held
+    /// back). Once per run of such frames.
+    FrameTimeHeld = 15,
 }
 
 impl EventKind {
@@ -56,6 +66,9 @@ impl EventKind {
             10 => EventKind::Stop,
             11 => EventKind::SinkDown,
             12 => EventKind::SinkUp,
+            13 => EventKind::ClockStep,
+            14 => EventKind::TimeQuality,
+            15 => EventKind::FrameTimeHeld,
             _ => return None,
         })
     }
@@ -73,6 +86,9 @@ impl EventKind {
             EventKind::Stop => "stop",
             EventKind::SinkDown => "sink-down",
             EventKind::SinkUp => "sink-up",
+            EventKind::ClockStep => "clock-step",
+            EventKind::TimeQuality => "time-quality",
+            EventKind::FrameTimeHeld => "frame-time-held",
         }
     }
 }

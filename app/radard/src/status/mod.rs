@@ -15,6 +15,7 @@
 
 mod events;
 mod power_map;
+pub mod time;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -23,6 +24,7 @@ use bytemuck::{Pod, Zeroable};
 use radar_dsp::Detection;
 
 use crate::seqlock::SeqLock;
+use time::TimeState;
 
 pub use events::{EVENT_CAPACITY, Event, EventKind, EventLog, SourceFault};
 pub use power_map::{MAP_COLS, MAP_DETECTIONS, MAP_ROWS, PowerMapSnapshot, pool_power_map};
@@ -307,6 +309,8 @@ pub struct StatusBoard {
     start: Instant,
     snapshot: SeqLock<StatusSnapshot>,
     map: SeqLock<PowerMapSnapshot>,
+    /// The frames' time (the clock thread's, read by the loop every frame).
+    time: SeqLock<TimeState>,
     events: EventLog,
     /// Per-sink counters, written by the sinks' threads (sent, errors) and
     /// the loop (queue-full); read into the snapshot by `snapshot()`.
@@ -336,6 +340,7 @@ impl StatusBoard {
             start,
             snapshot: SeqLock::new(),
             map: SeqLock::new(),
+            time: SeqLock::new(),
             events: EventLog::new(start),
             sinks: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
             sink_count: AtomicU64::new(0),
@@ -382,6 +387,16 @@ impl StatusBoard {
     /// The latest power map, None before the first.
     pub fn power_map(&self) -> Option<PowerMapSnapshot> {
         self.map.read()
+    }
+
+    /// The clock thread's publication (single writer).
+    pub fn publish_time(&self, t: &TimeState) {
+        self.time.write(t);
+    }
+
+    /// The frames' time as last judged (None before the first).
+    pub fn time(&self) -> Option<TimeState> {
+        self.time.read()
     }
 
     /// Number of sinks with counters (set once at start-up).
