@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The workspace's Rust tests built for aarch64-unknown-linux-gnu (the unit's
+# architecture) with the image's flags, run on this x86 machine under Debian's
+# qemu-user: `cargo test --target aarch64-unknown-linux-gnu`, whose runner
+# (.cargo/config.toml) is `qemu-aarch64 -L /usr/aarch64-linux-gnu` (Debian's
+# cross glibc as the target's root). The tests that need a GPU say "skipped:
+# no CUDA" as on x86; the uapi layout test compiles its C probe with the
+# aarch64 cross compiler (CC_aarch64_unknown_linux_gnu, .cargo/config.toml).
+#
+# Tests that start the workspace's programs (radard, radarctl, radar-dsp)
+# execute aarch64 executables themselves: the kernel runs those through
+# qemu-aarch64 too, by a binfmt_misc registration that this script makes when
+# there is none (as Debian's qemu-user-binfmt package does; it needs root).
+#
+# Built as yocto-layer/scripts/cross-build.sh builds the image's executables
+# (RADAR_RUSTFLAGS of the recipes, the release profile with debug info, the
+# same target directory, target/yocto-cross, so the dependencies the image's
+# build compiled are reused where their features agree).
+#
+#   bash tests/rust-aarch64.sh [TESTNAME...]   (arguments go to the test binaries)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+# shellcheck source=tests/qemu/lib.sh
+. "$top/tests/qemu/lib.sh"
+# shellcheck disable=SC1091
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+
+target=aarch64-unknown-linux-gnu
+ensure_pkgs qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+rustup target list --installed | grep -qx "$target" || rustup target add "$target"
+
+# aarch64 executables started by the tests run under qemu-aarch64 as well.
+binfmt=/proc/sys/fs/binfmt_misc
+if [ ! -e "$binfmt/register" ]; then
+	as_root mount -t binfmt_misc binfmt_misc "$binfmt" ||
+		die "cannot mount binfmt_misc: the tests that start aarch64 programs cannot run"
+fi
+if ! grep -qs '^magic 7f454c460201010000000000000000000200b700' "$binfmt"/*; then
+	# QEMU's own registration (scripts/qemu-binfmt-conf.sh) for aarch64 ELF
+	# executables; F: the interpreter is opened now.
+	magic='\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00'
+	mask='\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
+	log "registering /usr/bin/qemu-aarch64 for aarch64 executables (binfmt_misc)"
+	echo ":radar-qemu-aarch64:M::$magic:$mask:/usr/bin/qemu-aarch64:F" |
+		as_root tee "$binfmt/register" >/dev/null ||
+		die "cannot register qemu-aarch64 with binfmt_misc"
+fi
+# Their dynamic loader and libraries: Debian's cross glibc.
+export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
+
+value() { # FILE NAME: the value of a plain `NAME = "value"` line
+	sed -n "s/^$2 = \"\\(.*\\)\"\$/\\1/p" "$1" | tail -1
+}
+inc=yocto-layer/recipes-radar/radar-workspace/radar-cargo-flags.inc
+RUSTFLAGS=$(value "$inc" RADAR_RUSTFLAGS)
+export RUSTFLAGS CARGO_TARGET_DIR="$top/target/yocto-cross" CARGO_PROFILE_RELEASE_DEBUG=true
+log "RUSTFLAGS='$RUSTFLAGS' cargo test --workspace --release --target $target (runner: qemu-aarch64)"
+cargo test --workspace --release --locked --no-fail-fast --target "$target" \
+	-- --show-output "$@"
