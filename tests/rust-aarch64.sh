@@ -3,7 +3,11 @@
 # architecture) with the image's flags, run on this x86 machine under Debian's
 # qemu-user: `cargo test --target aarch64-unknown-linux-gnu`, whose runner
 # (.cargo/config.toml) is `qemu-aarch64 -L /usr/aarch64-linux-gnu` (Debian's
-# cross glibc as the target's root). The tests that need a GPU say "skipped:
+# cross glibc as the target's root). The qemu-aarch64 is bookworm-backports'
+# (QEMU 10, tests/qemu/debian-arm64.sh --qemu-user, cached; first on PATH
+# here): bookworm's 7.2 has no TCGETS2 (a serial port's termios2: radard's
+# diagnostics port and radarctl fail to open it) and answers an ioctl it does
+# not know with ENOSYS instead of passing on the kernel's ENOTTY. The tests that need a GPU say "skipped:
 # no CUDA" as on x86; the uapi layout test compiles its C probe with the
 # aarch64 cross compiler (CC_aarch64_unknown_linux_gnu, .cargo/config.toml).
 #
@@ -27,7 +31,11 @@ cd "$top"
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 
 target=aarch64-unknown-linux-gnu
-ensure_pkgs qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+ensure_pkgs gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+qemu_dir=$(bash "$top/tests/qemu/debian-arm64.sh" --qemu-user | tail -n 1)
+qemu_user="$qemu_dir/qemu-aarch64"
+[ -x "$qemu_user" ] || die "no qemu-aarch64 from tests/qemu/debian-arm64.sh --qemu-user"
+export PATH="$qemu_dir:$PATH"
 rustup target list --installed | grep -qx "$target" || rustup target add "$target"
 
 # aarch64 executables started by the tests run under qemu-aarch64 as well.
@@ -36,13 +44,19 @@ if [ ! -e "$binfmt/register" ]; then
 	as_root mount -t binfmt_misc binfmt_misc "$binfmt" ||
 		die "cannot mount binfmt_misc: the tests that start aarch64 programs cannot run"
 fi
-if ! grep -qs '^magic 7f454c460201010000000000000000000200b700' "$binfmt"/*; then
+# Ours, registered last, comes first (the kernel tries the newest entry
+# first); one left over that names another interpreter is replaced.
+entry="$binfmt/radar-qemu-aarch64"
+if [ -e "$entry" ] && ! grep -qx "interpreter $qemu_user" "$entry"; then
+	echo -1 | as_root tee "$entry" >/dev/null
+fi
+if [ ! -e "$entry" ]; then
 	# QEMU's own registration (scripts/qemu-binfmt-conf.sh) for aarch64 ELF
 	# executables; F: the interpreter is opened now.
 	magic='\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00'
 	mask='\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
-	log "registering /usr/bin/qemu-aarch64 for aarch64 executables (binfmt_misc)"
-	echo ":radar-qemu-aarch64:M::$magic:$mask:/usr/bin/qemu-aarch64:F" |
+	log "registering $qemu_user for aarch64 executables (binfmt_misc)"
+	echo ":radar-qemu-aarch64:M::$magic:$mask:$qemu_user:F" |
 		as_root tee "$binfmt/register" >/dev/null ||
 		die "cannot register qemu-aarch64 with binfmt_misc"
 fi

@@ -27,13 +27,30 @@
 #   <tree>/bin/busybox, <tree>/lib/aarch64-linux-gnu/, <tree>/lib/ld-linux-aarch64.so.1
 #
 #   bash tests/qemu/debian-arm64.sh [--refresh]   (--refresh: update the lists first)
+#
+# With --qemu-user instead: Debian's qemu-user from bookworm-backports (QEMU 10,
+# static executables; the private lists carry that suite, the host's sources
+# are not changed), for the aarch64 Rust tests under emulation
+# (tests/rust-aarch64.sh). Bookworm's own qemu-user (7.2) lacks what those
+# tests need: the TCGETS2/TCSETS2 ioctls (a serial port's termios2, which
+# the serialport crate uses) and ENOTTY for an ioctl it does not know (it
+# says ENOSYS). Unpacked to ~/.cache/radar-arm64/qemu-user-<version>/;
+# prints the directory holding qemu-aarch64.
+#
+#   bash tests/qemu/debian-arm64.sh --qemu-user [--refresh]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/qemu/lib.sh
 . "$here/lib.sh"
 
-refresh=0
-[ "${1:-}" = --refresh ] && refresh=1
+refresh=0 want_qemu_user=0
+for a in "$@"; do
+	case $a in
+	--refresh) refresh=1 ;;
+	--qemu-user) want_qemu_user=1 ;;
+	*) die "unknown argument: $a (usage: debian-arm64.sh [--qemu-user] [--refresh])" ;;
+	esac
+done
 cache=${RADAR_ARM64_CACHE:-"$HOME/.cache/radar-arm64"}
 # Bump when the steps below change in a way the package versions do not show.
 recipe=1
@@ -43,14 +60,31 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 
-# The private apt state: the host's sources, both architectures, no
-# translations or AppStream metadata (only Packages lists are needed).
+# The private apt state: the host's sources plus bookworm-backports (for
+# qemu-user only: nothing is taken from there unless asked for by version),
+# both architectures, no translations or AppStream metadata (only Packages
+# lists are needed).
 apt_dir="$cache/apt"
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
+mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/sources.list.d"
 touch "$apt_dir/status"
+rm -f "$apt_dir"/sources.list.d/*
+# (Binary sources only: no deb-src lists.)
+for f in /etc/apt/sources.list.d/*.sources; do
+	grep -qE '^Types:(.* )?deb( |$)' "$f" 2>/dev/null && cp "$f" "$apt_dir/sources.list.d/"
+done
+if [ -f /etc/apt/sources.list ]; then cp /etc/apt/sources.list "$apt_dir/sources.list"; else : >"$apt_dir/sources.list"; fi
+cat >"$apt_dir/sources.list.d/radar-backports.sources" <<EOF
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
 cat >"$apt_dir/apt.conf" <<EOF
 APT::Architecture "amd64";
 APT::Architectures { "amd64"; "arm64"; };
+Dir::Etc::sourcelist "$apt_dir/sources.list";
+Dir::Etc::sourceparts "$apt_dir/sources.list.d";
 Dir::State::Lists "$apt_dir/lists";
 Dir::State::status "$apt_dir/status";
 Dir::Cache "$apt_dir/cache";
@@ -61,6 +95,45 @@ Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled "false";
 Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled "false";
 EOF
 papt() { APT_CONFIG="$apt_dir/apt.conf" "$@"; }
+
+update_lists() {
+	log "updating the private apt lists (amd64, arm64, with bookworm-backports) in $apt_dir"
+	papt apt-get update -q >"$cache/apt-update.log" 2>&1 ||
+		{ tail -n 20 "$cache/apt-update.log" >&2; die "apt-get update (private lists) failed"; }
+	touch "$apt_dir/.updated-with-backports"
+}
+
+if [ "$want_qemu_user" = 1 ]; then
+	found=$(ls -1d "$cache"/qemu-user-*/qemu-aarch64 2>/dev/null | sort -V | tail -n 1 || true)
+	if [ "$refresh" -eq 0 ] && [ -n "$found" ]; then
+		printf '%s\n' "$(dirname "$found")"
+		exit 0
+	fi
+	if [ "$refresh" -eq 1 ] || [ ! -f "$apt_dir/.updated-with-backports" ]; then
+		update_lists
+	fi
+	qver=$(papt apt-cache madison qemu-user | awk -F' [|] ' '/bookworm-backports/ { print $2; exit }')
+	[ -n "$qver" ] || die "no qemu-user in bookworm-backports"
+	qdir="$cache/qemu-user-${qver//[^A-Za-z0-9.+~-]/_}"
+	rm -rf "$cache/dl-qemu" "$qdir.tmp"
+	mkdir -p "$cache/dl-qemu" "$qdir.tmp"
+	log "downloading Debian's qemu-user $qver (bookworm-backports)"
+	(cd "$cache/dl-qemu" && papt apt-get download -q -o APT::Sandbox::User=root "qemu-user=$qver") \
+		>"$cache/download-qemu.log" 2>&1 ||
+		{ tail -n 20 "$cache/download-qemu.log" >&2; die "apt-get download qemu-user=$qver failed"; }
+	dpkg-deb --fsys-tarfile "$cache"/dl-qemu/qemu-user_*.deb |
+		tar -x -C "$qdir.tmp" --strip-components=3 ./usr/bin/qemu-aarch64
+	rm -rf "$cache/dl-qemu"
+	"$qdir.tmp/qemu-aarch64" --version >/dev/null || die "the unpacked qemu-aarch64 does not run"
+	rm -rf "$qdir"
+	mv "$qdir.tmp" "$qdir"
+	for old in "$cache"/qemu-user-*; do
+		[ "$old" = "$qdir" ] || rm -rf "$old"
+	done
+	log "qemu-aarch64 $qver in $qdir"
+	printf '%s\n' "$qdir"
+	exit 0
+fi
 
 # The host's Debian kernel version (the x86 guests' kernel), e.g. 6.1.192-2.
 want=$(dpkg-query -W -f='${Version}' linux-headers-amd64)
@@ -74,10 +147,8 @@ if [ "$refresh" -eq 0 ] && [ -f "$tree/.radar-complete" ]; then
 	exit 0
 fi
 
-if [ "$refresh" -eq 1 ] || ! ls "$apt_dir"/lists/*_Packages* >/dev/null 2>&1; then
-	log "updating the private apt lists (amd64, arm64) in $apt_dir"
-	papt apt-get update -q >"$cache/apt-update.log" 2>&1 ||
-		{ tail -n 20 "$cache/apt-update.log" >&2; die "apt-get update (private lists) failed"; }
+if [ "$refresh" -eq 1 ] || [ ! -f "$apt_dir/.updated-with-backports" ]; then
+	update_lists
 fi
 # linux-headers-arm64 at the host's version, else the newest the lists have.
 ver=$want
