@@ -567,10 +567,15 @@ fn bad_configuration_is_an_error() {
     assert!(SimSource::new(ring, SimConfig::with_chunk_bytes(3000)).is_err());
     let ring = RingMemory::new(&RingConfig::new(1, SLOT).with_memory(MemoryKind::Host)).unwrap();
     assert!(SimSource::new(ring, SimConfig::with_chunk_bytes(CHUNK)).is_err());
+    // Chunks 10 s apart: no frame completes during the test, so no slot
+    // can be the application's (at fast() pacing a real-time producer
+    // may deliver slot 0 before the release below).
+    let slow = StartParams::test_pattern().with_chunk_period(Duration::from_secs(10));
     let mut s = sim(2, SLOT, CHUNK, SimFaults::default());
-    s.start(&fast()).unwrap();
-    assert!(s.start(&fast()).is_err(), "double start");
+    s.start(&slow).unwrap();
+    assert!(s.start(&slow).is_err(), "double start");
     assert!(s.release_slot_for_test(0).is_err(), "slot not owned");
+    assert!(s.release_slot_for_test(2).is_err(), "slot out of range");
 }
 
 trait ReleaseForTest {

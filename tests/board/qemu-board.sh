@@ -124,7 +124,7 @@ qemu_bin=$(bash "$top/tests/qemu/build-qemu.sh" | tail -n 1)
 timeout -k 10 600 "$qemu_bin" -accel tcg -machine q35 -smp 2 -m 2048 -nodefaults -no-user-config \
 	-L /usr/share/qemu -L /usr/share/seabios -device radar-fpga-card \
 	-display none -no-reboot -kernel "$kimage" -initrd "$work/initramfs.cpio" \
-	-append "console=ttyS0,115200 panic=-1 radar.board=$test_name" \
+	-append "console=ttyS0,115200 panic=-1 no_timer_check radar.board=$test_name" \
 	-serial "file:$console" -serial "file:$results" </dev/null || true
 log "QEMU ran $((SECONDS - t0)) s"
 

@@ -192,7 +192,7 @@ echo 'label: gpt
 size=16M, name=UDA' | sfdisk -q "$work/data.img" >/dev/null || die "sfdisk of the data disk failed"
 
 # --- boot ---------------------------------------------------------------------------
-cmdline="console=ttyS0,115200 root=LABEL=radar-unit-root rw init=/usr/local/sbin/radar-unit-stage"
+cmdline="console=ttyS0,115200 root=LABEL=radar-unit-root rw init=/usr/local/sbin/radar-unit-stage no_timer_check"
 cmdline+=" intel_iommu=on iommu=nopt panic=-1 noresume"
 # Four CPUs as the Orin's first four: radard.service's CPUAffinity=1-3 and
 # the unit's rt.cpu = 2 hold unchanged.
