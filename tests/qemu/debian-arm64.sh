@@ -31,10 +31,9 @@
 # With --qemu-user instead: Debian's qemu-user from bookworm-backports (QEMU 10,
 # static executables; the private lists carry that suite, the host's sources
 # are not changed), for the aarch64 Rust tests under emulation
-# (tests/rust-aarch64.sh). Bookworm's own qemu-user (7.2) lacks what those
-# tests need: the TCGETS2/TCSETS2 ioctls (a serial port's termios2, which
-# the serialport crate uses) and ENOTTY for an ioctl it does not know (it
-# says ENOSYS). Unpacked to ~/.cache/radar-arm64/qemu-user-<version>/;
+# (tests/rust-aarch64.sh): bookworm's own qemu-user (7.2) answers an ioctl
+# it does not know with ENOSYS, where a kernel says ENOTTY (QEMU 8.1 and
+# later pass ENOTTY on). Unpacked to ~/.cache/radar-arm64/qemu-user-<version>/;
 # prints the directory holding qemu-aarch64.
 #
 #   bash tests/qemu/debian-arm64.sh --qemu-user [--refresh]
