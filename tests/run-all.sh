@@ -92,6 +92,10 @@ step rust:test cargo test --workspace --release --locked --no-fail-fast -- --sho
 # The image's Rust binaries for aarch64, built as the layer's recipes build
 # them (the same flags, one build per recipe, offline after a fetch).
 step rust:aarch64 bash yocto-layer/scripts/cross-build.sh
+# The workspace's tests built for aarch64 with the same flags (reusing that
+# build's dependencies) and run under qemu-user; tests/rust-aarch64.sh names
+# the few that cannot run emulated, and why.
+step rust:test:aarch64 bash tests/rust-aarch64.sh
 # The serial diagnostics protocol crate builds no_std (a microcontroller target).
 step rust:nostd bash tests/diag-proto-nostd.sh
 step kmod bash tests/kmod-checks.sh
@@ -102,8 +106,11 @@ step qemu:build bash tests/qemu/build-qemu.sh
 # busy), balanced by their usual times.
 qemu_lane_1() {
 	step qemu:debug bash tests/qemu/run.sh --kernel debug --suite all
-	# The same suites against NVIDIA's own nvidia-p2p module (../shared/nvidia-p2p).
-	step qemu:debian:nvidia bash tests/qemu/run.sh --kernel debian --suite all --p2p nvidia
+	# The suites on arm64 (QEMU's virt machine, the card behind an SMMUv3,
+	# Debian's arm64 kernel, the image's aarch64 executables) against NVIDIA's
+	# own nvidia-p2p module (../shared/nvidia-p2p) on its home architecture.
+	# (NVIDIA's module on x86: qemu:debug:nvidia, at the x86 counts.)
+	step qemu:arm64:nvidia bash tests/qemu/run.sh --arch arm64 --suite all --p2p nvidia
 	# Every DMA bounced (swiotlb=force, IOMMU off): a wrong sync is a byte
 	# mismatch, so the suites that move and check bytes (and revocation: DMA
 	# after the memory went). Not crash, lifecycle, uapi, badinput: no data
@@ -113,7 +120,10 @@ qemu_lane_1() {
 }
 qemu_lane_2() {
 	step qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
+	# The same suites against NVIDIA's own nvidia-p2p module (../shared/nvidia-p2p).
 	step qemu:debug:nvidia bash tests/qemu/run.sh --kernel debug --suite all --p2p nvidia
+	# The suites on arm64 with the shim.
+	step qemu:arm64 bash tests/qemu/run.sh --arch arm64 --suite all
 	# The detector canary: the planted bugs of a deliberately broken module
 	# must be caught by the debug kernel's detectors, and fixed defects put
 	# back into the driver by the suites.
