@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Builds qemu-system-x86_64 and qemu-system-aarch64 from Debian's QEMU source
-# with the emulated radar FPGA card (tests/qemu/fpga-card/) added as the PCI
-# device "radar-fpga-card", both from one build tree (the card and QEMU's
-# common code are compiled once for both). The binaries are cached under
+# Builds qemu-system-x86_64 (--arch x86_64, the default) or qemu-system-aarch64
+# (--arch arm64) from Debian's QEMU source with the emulated radar FPGA card
+# (tests/qemu/fpga-card/) added as the PCI device "radar-fpga-card". One build
+# tree configured for both (the card and QEMU's common code are compiled
+# once for both); each emulator is built when first asked for, so the x86
+# runs never wait for the aarch64 one. The binaries are cached under
 # ~/.cache/radar-qemu/bin-<hash>, the hash covering the card's sources, the
 # driver's register header, the hook patch, the QEMU source version, the
 # configuration, the compiler and this recipe; the build tree is kept
 # (~/.cache/radar-qemu/build-<hash of the configuration>) so a change to the
-# card rebuilds only that file. Prints the path of the binary for --arch
-# (x86_64, the default, or arm64) on stdout.
+# card rebuilds only that file. Prints the binary's path on stdout.
 #
 #   bash tests/qemu/build-qemu.sh [--force] [--arch x86_64|arm64]
 set -euo pipefail
@@ -42,8 +43,7 @@ recipe=3
 configure_args=(--target-list=x86_64-softmmu,aarch64-softmmu --without-default-features
 	--with-devices-aarch64=minimal --disable-docs --disable-werror --enable-tcg
 	--enable-fdt=system --enable-slirp --disable-install-blobs)
-# The emulators built and installed, one per guest architecture.
-emulators=(qemu-system-x86_64 qemu-system-aarch64)
+
 # What goes into hw/misc/radar-fpga-card/ (the driver's own headers: one
 # register map for the driver and the card).
 inputs=("$card/fpga_card.c" "$card/fpga_card_test.h" "$card/compat/linux/bits.h"
@@ -76,12 +76,19 @@ key=$({
 } | sha256sum | cut -c1-16)
 out="$cache/bin-$key"
 bin="$out/$want"
+done_mark="$out/.radar-complete-$want"
 
+# Built already: no lock (another run may be building the other emulator).
+if [ "$force" -eq 0 ] && [ -f "$done_mark" ]; then
+	log "using cached QEMU $bin"
+	printf '%s\n' "$bin"
+	exit 0
+fi
 mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
 flock 9
-if [ "$force" -eq 0 ] && [ -f "$out/.radar-complete" ]; then
-	log "using cached QEMU $bin"
+if [ "$force" -eq 0 ] && [ -f "$done_mark" ]; then
+	log "using cached QEMU $bin (built meanwhile)"
 	printf '%s\n' "$bin"
 	exit 0
 fi
@@ -129,28 +136,29 @@ if [ ! -f "$build/build.ninja" ] ||
 		{ tail -n 30 "$cache/build.log" >&2; die "configuring QEMU failed"; }
 	echo "${configure_args[*]}" >"$build/.radar-configure"
 fi
-log "building QEMU: ${emulators[*]} (a first build takes ~10 min on 2 cores)"
-nice ninja -C "$build" -j"$(nproc)" "${emulators[@]}" >>"$cache/build.log" 2>&1 ||
+log "building $want (a first build of the tree takes ~5 min on 2 cores, the other emulator ~3 more)"
+nice ninja -C "$build" -j"$(nproc)" "$want" >>"$cache/build.log" 2>&1 ||
 	{ grep -B2 -A12 'error' "$cache/build.log" | tail -n 40 >&2; die "building QEMU failed"; }
 # (-machine none: qemu-system-aarch64 has no default machine.)
-for e in "${emulators[@]}"; do
-	"$build/$e" -machine none -device help 2>/dev/null | grep -q '"radar-fpga-card"' ||
-		die "$e has no radar-fpga-card device"
-	"$build/$e" -machine none -netdev help 2>/dev/null | grep -qx user ||
-		die "$e has no user-mode network (slirp)"
-done
-# The arm64 guests' machine: virt with an SMMUv3 in front of its PCIe, whose
-# recorded events run.sh traces.
-"$build/qemu-system-aarch64" -machine virt,help 2>/dev/null | grep -q 'iommu=' ||
-	die "qemu-system-aarch64's virt machine has no iommu= property"
-"$build/qemu-system-aarch64" -machine none -trace help 2>/dev/null | grep -qx smmuv3_record_event ||
-	die "qemu-system-aarch64 has no trace event smmuv3_record_event"
-rm -rf "$out"
+"$build/$want" -machine none -device help 2>/dev/null | grep -q '"radar-fpga-card"' ||
+	die "$want has no radar-fpga-card device"
+"$build/$want" -machine none -netdev help 2>/dev/null | grep -qx user ||
+	die "$want has no user-mode network (slirp)"
+if [ "$want" = qemu-system-aarch64 ]; then
+	# The arm64 guests' machine: virt with an SMMUv3 in front of its PCIe,
+	# whose recorded events run.sh traces.
+	"$build/$want" -machine virt,help 2>/dev/null | grep -q 'iommu=' ||
+		die "$want's virt machine has no iommu= property"
+	"$build/$want" -machine none -trace help 2>/dev/null | grep -qx smmuv3_record_event ||
+		die "$want has no trace event smmuv3_record_event"
+fi
+# Beside the other emulator of the same inputs, if built; in place by rename.
 mkdir -p "$out"
-for e in "${emulators[@]}"; do cp "$build/$e" "$out/$e"; done
-echo "$((SECONDS - t0))" >"$out/.radar-build-seconds"
-touch "$out/.radar-complete"
-log "QEMU with the card built in $((SECONDS - t0)) s"
+cp "$build/$want" "$bin.tmp"
+mv -f "$bin.tmp" "$bin"
+echo "$((SECONDS - t0))" >"$out/.radar-build-seconds-$want"
+touch "$done_mark"
+log "$want with the card built in $((SECONDS - t0)) s"
 # Older builds go, but not the newest few: checkouts of other revisions
 # (worktrees, a CI clone beside a working copy) share this cache and may be
 # about to run theirs.
