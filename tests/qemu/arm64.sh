@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034,SC2154 # run.sh's variables, read and set here
 # The arm64 parts of tests/qemu/run.sh (sourced by it for --arch arm64, not
 # run): the guest's programs, its userspace and QEMU's machine. The guest is
 # QEMU's aarch64 `virt` machine with an SMMUv3 in front of its PCIe (as the
@@ -83,6 +84,7 @@ arm64_userspace() {
 # result channel is a PCI 16550 (virt has one UART, the console), ttyS0 in
 # the guest.
 arm64_qemu() {
+	# shellcheck disable=SC2054 # QEMU's option values have commas
 	qemu=("$1" -accel tcg -machine virt,gic-version=3,iommu=smmuv3 -cpu max,pauth-impdef=on
 		-smp 2 -m 2048 -nodefaults -no-user-config -display none -no-reboot
 		-kernel "$2" -initrd "$3"

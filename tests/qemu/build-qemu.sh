@@ -40,6 +40,7 @@ recipe=3
 # host's loopback. aarch64: the arm64 guests (run.sh --arch arm64: the `virt`
 # machine with an SMMUv3, as the Orin has), with QEMU's "minimal" set of Arm
 # boards (virt and sbsa-ref) instead of every 32- and 64-bit board.
+# shellcheck disable=SC2054 # configure's option values have commas
 configure_args=(--target-list=x86_64-softmmu,aarch64-softmmu --without-default-features
 	--with-devices-aarch64=minimal --disable-docs --disable-werror --enable-tcg
 	--enable-fdt=system --enable-slirp --disable-install-blobs)

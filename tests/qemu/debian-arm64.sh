@@ -103,7 +103,8 @@ update_lists() {
 }
 
 if [ "$want_qemu_user" = 1 ]; then
-	found=$(ls -1d "$cache"/qemu-user-*/qemu-aarch64 2>/dev/null | sort -V | tail -n 1 || true)
+	found=$(find "$cache" -maxdepth 2 -path "$cache/qemu-user-*/qemu-aarch64" 2>/dev/null |
+		sort -V | tail -n 1)
 	if [ "$refresh" -eq 0 ] && [ -n "$found" ]; then
 		printf '%s\n' "$(dirname "$found")"
 		exit 0
@@ -153,7 +154,7 @@ fi
 ver=$want
 if ! papt apt-cache show "linux-headers-arm64:arm64=$ver" >/dev/null 2>&1; then
 	ver=$(papt apt-cache policy linux-headers-arm64:arm64 | sed -n 's/^ *Candidate: //p')
-	[ -n "$ver" ] && [ "$ver" != "(none)" ] || die "no linux-headers-arm64 in the arm64 lists"
+	if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then die "no linux-headers-arm64 in the arm64 lists"; fi
 	log "linux-headers-arm64 $want is not on the mirror any more; taking $ver"
 	tree="$cache/tree-$ver-r$recipe"
 fi

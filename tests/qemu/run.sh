@@ -72,7 +72,7 @@ arm64 | aarch64)
 	# are x86 configurations.
 	kernel=${kernel:-debian}
 	[ "$kernel" = debian ] || die "--arch arm64 runs Debian's arm64 kernel (--kernel debian) only"
-	[ "$swiotlb" = 0 ] && [ "$canary" = 0 ] || die "--swiotlb and --canary are x86 runs"
+	if [ "$swiotlb" = 1 ] || [ "$canary" = 1 ]; then die "--swiotlb and --canary are x86 runs"; fi
 	;;
 *) usage ;;
 esac
@@ -379,6 +379,7 @@ qemu=("$qemu_bin" -accel tcg -machine q35 -smp 2 -m 2048 -nodefaults -no-user-co
 # array results_port): the second serial port, or on arm64 a PCI serial card.
 results_port() {
 	if [ "$arch" = arm64 ]; then
+		# shellcheck disable=SC2054 # QEMU's option values have commas
 		results_port=(-chardev "file,id=radar-results,path=${1//,/,,}"
 			-device pci-serial,chardev=radar-results)
 	else
