@@ -61,8 +61,11 @@ make -C "$src" O="$out" ARCH=x86_64 -j"$(nproc)" bzImage modules modules_prepare
 echo "$((SECONDS - t0))" >"$out/.radar-build-seconds"
 touch "$stamp"
 log "debug kernel built in $((SECONDS - t0)) s"
-# Keep only the newest cached debug tree (each is ~1 GiB).
-for old in "$RADAR_KERNEL_CACHE"/debug-*; do
-	[ "$old" = "$out" ] || [ "$old" = "$out.log" ] || rm -rf "$old"
+# Older trees go (each is ~1 GiB), but not the newest three: checkouts of
+# other revisions (worktrees, a CI clone beside a working copy) share this
+# cache and may be about to boot theirs.
+ls -1dt "$RADAR_KERNEL_CACHE"/debug-*/ | tail -n +4 | while read -r old; do
+	old=${old%/}
+	[ "$old" = "$out" ] || rm -rf "$old" "$old.log"
 done
 printf '%s\n' "$out"
