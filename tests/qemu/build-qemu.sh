@@ -80,7 +80,10 @@ bin="$out/$want"
 done_mark="$out/.radar-complete-$want"
 
 # Built already: no lock (another run may be building the other emulator).
+# The directory's time is its last use: the cleanup below (here and in other
+# checkouts sharing the cache) removes the least recently used.
 if [ "$force" -eq 0 ] && [ -f "$done_mark" ]; then
+	touch "$out"
 	log "using cached QEMU $bin"
 	printf '%s\n' "$bin"
 	exit 0
@@ -160,9 +163,9 @@ mv -f "$bin.tmp" "$bin"
 echo "$((SECONDS - t0))" >"$out/.radar-build-seconds-$want"
 touch "$done_mark"
 log "$want with the card built in $((SECONDS - t0)) s"
-# Older builds go, but not the newest few: checkouts of other revisions
-# (worktrees, a CI clone beside a working copy) share this cache and may be
-# about to run theirs.
+# Older builds go, but not the most recently used few: checkouts of other
+# revisions (worktrees, a CI clone beside a working copy) share this cache
+# and may be about to run theirs.
 ls -1dt "$cache"/bin-* | tail -n +4 | while read -r old; do
 	[ "$old" = "$out" ] || rm -rf "$old"
 done

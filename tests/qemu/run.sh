@@ -213,6 +213,10 @@ fpga_ko=$(ko_of fpga_p2p "$work/kmod")
 # --- QEMU with the emulated card -------------------------------------------------
 qemu_bin=$(bash "$here/build-qemu.sh" --arch "$arch" | tail -n 1)
 [ -x "$qemu_bin" ] || die "no QEMU binary from build-qemu.sh"
+# This run's own link to it: checkouts sharing the cache remove builds they
+# think unused, and the programs below take minutes to build.
+ln -f "$qemu_bin" "$work/" 2>/dev/null || cp "$qemu_bin" "$work/"
+qemu_bin="$work/${qemu_bin##*/}"
 
 # --- the test programs -----------------------------------------------------------
 uapi_make_args=()
