@@ -7,7 +7,9 @@
 #   kerneldoc   scripts/kernel-doc -v on the module's sources: no warning, and
 #             every function fpga_p2p_drv.h declares or defines (the ones
 #             shared across the driver's files) has a kernel-doc comment
-#   arm64     cross-build against an arm64 6.1 tree (defconfig + modules_prepare)
+#   arm64     cross-build against Debian's arm64 6.1 kbuild tree (the arm64 QEMU
+#             guests' kernel, tests/qemu/debian-arm64.sh), W=1, modpost against
+#             its Module.symvers
 #   jetson    cross-build for the Jetson's kernel line: the arm64 5.15 tree with
 #             L4T r36's config in ../shared/kbuild/, through NVIDIA's own
 #             nv-p2p.h and Module.symvers (no shim), W=1 and sparse, no
@@ -44,24 +46,17 @@ debian_kdir="/usr/src/linux-headers-$kver"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Lines that are warnings for our purposes: compiler, sparse, modpost.
-# With no_vmlinux=1 (a tree prepared with modules_prepare only, which has no
-# vmlinux symbols), modpost's complaints about kernel symbols are expected.
+# Lines that are warnings for our purposes: compiler, sparse, modpost (every
+# tree built against here has the kernel's Module.symvers).
 warnings_in() {
-	local no_vmlinux=$2
-	grep -E '(warning|error):|WARNING:|ERROR:' "$1" |
-		if [ "$no_vmlinux" = 1 ]; then
-			grep -v -E 'WARNING: Module.symvers is missing|WARNING: modpost: "[A-Za-z0-9_]+" \[.*\] undefined!|WARNING: modpost: suppressed [0-9]+ unresolved symbol warnings'
-		else
-			cat
-		fi || true
+	grep -E '(warning|error):|WARNING:|ERROR:' "$1" || true
 }
 
 # build NAME KDIR MAKE-ARGS...: a clean build of a private copy of kmod/;
 # fails on a failed build or any warning line.
 build() {
-	local name=$1 kdir=$2 no_vmlinux=0
-	[ -f "$kdir/Module.symvers" ] || no_vmlinux=1
+	local name=$1 kdir=$2
+	[ -f "$kdir/Module.symvers" ] || { echo "  no $kdir/Module.symvers"; return 1; }
 	local dir="$tmp/$name" logf="$logdir/$name.log"
 	shift 2
 	rm -rf "$dir"
@@ -74,7 +69,7 @@ build() {
 		return 1
 	fi
 	local w
-	w=$(warnings_in "$logf" "$no_vmlinux")
+	w=$(warnings_in "$logf")
 	if [ -n "$w" ]; then
 		printf '%s\n' "$w" | head -n 30
 		echo "  $(printf '%s\n' "$w" | wc -l) warning line(s) (log: $logf)"
@@ -151,26 +146,14 @@ check_kerneldoc() {
 	echo "  $(printf '%s\n' "$shared" | wc -l) shared functions documented, no warning (log: $logdir/kerneldoc.log)"
 }
 
-# An arm64 6.1 tree for cross builds, cached like the debug kernel.
+# Debian's arm64 6.1 kbuild tree (linux-headers-<abi>-arm64 with its common
+# headers and kbuild's host tools), as the arm64 QEMU guests build against
+# it: no kernel tree to prepare, and modpost checks every kernel symbol the
+# module uses against the kernel's Module.symvers.
 arm64_tree() {
-	local src key out
-	src=$(ensure_kernel_src)
-	key=$({
-		kernel_src_version
-		aarch64-linux-gnu-gcc --version | head -n1
-		echo "recipe $RADAR_KERNEL_RECIPE"
-	} | sha256sum | cut -c1-16)
-	out="$RADAR_KERNEL_CACHE/arm64-$key"
-	if [ ! -f "$out/.radar-complete" ]; then
-		rm -rf "$out"
-		mkdir -p "$out"
-		log "preparing the arm64 tree in $out"
-		make -C "$src" O="$out" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- \
-			defconfig modules_prepare >"$out.log" 2>&1 ||
-			{ tail -n 20 "$out.log" >&2; return 1; }
-		touch "$out/.radar-complete"
-	fi
-	printf '%s\n' "$out"
+	local tree
+	tree=$(bash "$top/tests/qemu/debian-arm64.sh" | tail -n 1) || return 1
+	printf '%s\n' "$tree/usr/src/linux-headers-$(cat "$tree/kernel-release")"
 }
 
 check_arm64() {

@@ -97,6 +97,7 @@ step rust:nostd bash tests/diag-proto-nostd.sh
 step kmod bash tests/kmod-checks.sh
 # QEMU with the emulated FPGA card (cached in ~/.cache/radar-qemu like the
 # debug kernel; a first build takes minutes), then every suite against it.
+# (qemu-system-aarch64, from the same build tree, in the arm64 lane below.)
 step qemu:build bash tests/qemu/build-qemu.sh
 # The QEMU suites in two lanes side by side (each guest keeps about one core
 # busy), balanced by their usual times.
@@ -119,7 +120,24 @@ qemu_lane_2() {
 	# back into the driver by the suites.
 	step qemu:canary bash tests/qemu/run.sh --kernel debug --canary
 }
-lanes qemu_lane_1 qemu_lane_2
+# The arm64 lane, beside the two x86 ones: qemu-system-aarch64 (built here,
+# so the x86 lanes start without waiting for it), the suites on arm64 (QEMU's
+# virt machine with the card behind an SMMUv3, Debian's arm64 kernel, the
+# image's aarch64 executables; with the shim and with NVIDIA's nvidia-p2p on
+# its home architecture), then the workspace's tests built for aarch64 with
+# the image's flags (reusing rust:aarch64's dependencies) and run under
+# qemu-user (tests/rust-aarch64.sh names the few that cannot run emulated,
+# and why). The builds and the qemu-user tests run at low priority (nice
+# 10): CPU work for the time the x86 guests leave idle (a guest waits on the
+# card's cadence much of the time: an arm64 run took 66 s of CPU in 124 s);
+# the arm64 guests at normal priority.
+arm64_lane() {
+	step qemu:build:arm64 nice -n 10 bash tests/qemu/build-qemu.sh --arch arm64
+	step qemu:arm64 bash tests/qemu/run.sh --arch arm64 --suite all
+	step qemu:arm64:nvidia bash tests/qemu/run.sh --arch arm64 --suite all --p2p nvidia
+	step rust:test:aarch64 nice -n 10 bash tests/rust-aarch64.sh
+}
+lanes qemu_lane_1 qemu_lane_2 arm64_lane
 step radard bash tests/radard-smoke.sh
 # radard's ASTERIX CAT-010 output decoded by Wireshark's dissector (tshark) and a
 # PyPI decoder, record by record against its JSONL for the same 1100 frames.

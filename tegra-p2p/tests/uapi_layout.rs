@@ -1,8 +1,11 @@
 //! The Rust mirror of `fpga_p2p.h` against the header itself: a C probe is
-//! generated from the header's own struct and `#define` lists, compiled with
-//! the machine's `cc` and run; every struct size, field offset and size,
-//! constant and ioctl number must match the Rust side, and every field and
-//! constant of the header must have a Rust counterpart.
+//! generated from the header's own struct and `#define` lists and compiled
+//! with the C compiler of the architecture the test was built for (the
+//! machine's `cc`, or `CC_aarch64_unknown_linux_gnu` for the aarch64 tests
+//! under qemu-user); every struct size, field offset and size, constant and
+//! ioctl number must match the Rust side (the compiler checks them with
+//! `_Static_assert`), and every field and constant of the header must have a
+//! Rust counterpart.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::mem::{offset_of, size_of};
@@ -10,6 +13,40 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use tegra_p2p::uapi::*;
+
+/// The C compiler for the architecture this test runs on, as cc-rs looks it
+/// up: `CC_<target>` (.cargo/config.toml sets it for aarch64), then `CC`,
+/// then `cc`; and where it came from.
+fn c_compiler() -> (String, String) {
+    let var = cc_variable();
+    for name in [var.as_str(), "CC"] {
+        if let Ok(cc) = std::env::var(name) {
+            if !cc.trim().is_empty() {
+                return (cc, name.to_string());
+            }
+        }
+    }
+    ("cc".into(), "the default".into())
+}
+
+/// cc-rs's name for the C compiler of this test's target: `CC_<target>`.
+fn cc_variable() -> String {
+    let env = if cfg!(target_env = "musl") {
+        "musl"
+    } else {
+        "gnu"
+    };
+    format!("CC_{}_unknown_linux_{env}", std::env::consts::ARCH)
+}
+
+/// The C compiler's macro for this test's architecture, and the architecture.
+fn arch_macro() -> (&'static str, &'static str) {
+    match std::env::consts::ARCH {
+        "x86_64" => ("__x86_64__", "x86_64"),
+        "aarch64" => ("__aarch64__", "aarch64"),
+        other => panic!("no C macro known for architecture {other}"),
+    }
+}
 
 fn header_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../kmod/include/uapi/fpga_p2p.h")
@@ -208,69 +245,73 @@ fn rust_mirror_matches_the_c_header() {
     let rnames: BTreeSet<&str> = rconst.keys().copied().collect();
     assert_eq!(rnames, cconst, "#define sets differ (header vs uapi.rs)");
 
-    // The C probe: print everything the compiler knows about the layout.
-    let mut c = String::from("#include <stdio.h>\n#include <stddef.h>\n");
+    // The C probe: the C compiler of the architecture this test was built
+    // for checks every size, offset and value against the Rust side while it
+    // compiles (_Static_assert), so nothing has to run on the target: the
+    // same test holds when the tests are cross-built and run under an
+    // emulator (the aarch64 tests under qemu-user, where a probe executable
+    // would be an aarch64 program the host cannot start).
+    let (cc, cc_from) = c_compiler();
+    let (arch_macro, arch) = arch_macro();
+    let rsizes: BTreeMap<&str, usize> = STRUCT_SIZES.iter().copied().collect();
+    let mut c = String::from("#include <stddef.h>\n");
     c += &format!("#include \"{}\"\n", header.display());
-    c += "#define F(s, f) printf(\"F %s %s %zu %zu\\n\", #s, #f, offsetof(struct s, f), sizeof(((struct s *)0)->f))\n";
-    c += "int main(void) {\n";
-    for (s, fields) in &structs {
-        c += &format!("printf(\"S {s} %zu %zu\\n\", sizeof(struct {s}), _Alignof(struct {s}));\n");
-        for f in fields {
-            c += &format!("F({s}, {f});\n");
+    c += &format!(
+        "#ifndef {arch_macro}\n#error \"{cc} (from {cc_from}) does not compile for {arch}, the \
+         architecture of this test: set {}\"\n#endif\n",
+        cc_variable()
+    );
+    let (mut nsize, mut nfield, mut nconst) = (0, 0, 0);
+    for (s, cfields) in &structs {
+        let size = rsizes
+            .get(s.as_str())
+            .unwrap_or_else(|| panic!("no STRUCT_SIZES entry for struct {s}"));
+        c += &format!(
+            "_Static_assert(sizeof(struct {s}) == {size}, \"sizeof(struct {s}): uapi.rs says {size}\");\n"
+        );
+        nsize += 1;
+        for f in cfields {
+            let r = rf
+                .iter()
+                .find(|x| &x.0 == s && &x.1 == f)
+                .unwrap_or_else(|| panic!("no Rust field {s}.{f}"));
+            let (off, sz) = (r.2, r.3);
+            c += &format!(
+                "_Static_assert(offsetof(struct {s}, {f}) == {off}, \"offset of {s}.{f}: uapi.rs says {off}\");\n\
+                 _Static_assert(sizeof(((struct {s} *)0)->{f}) == {sz}, \"size of {s}.{f}: uapi.rs says {sz}\");\n"
+            );
+            nfield += 1;
         }
     }
     for d in &defines {
-        c += &format!("printf(\"C {d} %llu\\n\", (unsigned long long)({d}));\n");
+        let v = rconst[d.as_str()];
+        c += &format!(
+            "_Static_assert((unsigned long long)({d}) == {v}ULL, \"value of {d}: uapi.rs says {v}\");\n"
+        );
+        nconst += 1;
     }
-    c += "return 0;\n}\n";
 
     let dir = std::env::temp_dir().join(format!("tegra-p2p-uapi-probe-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("probe.c");
-    let exe = dir.join("probe");
     std::fs::write(&src, c).unwrap();
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let st = Command::new(&cc)
-        .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
+    let out = Command::new(&cc)
+        .args(["-std=gnu11", "-Wall", "-Werror", "-c", "-o"])
+        .arg(dir.join("probe.o"))
         .arg(&src)
-        .status()
-        .expect("run the C compiler (cc)");
-    assert!(st.success(), "C probe failed to compile");
-    let out = Command::new(&exe).output().expect("run the C probe");
-    assert!(out.status.success());
-    let out = String::from_utf8(out.stdout).unwrap();
+        .output()
+        .unwrap_or_else(|e| panic!("run the C compiler {cc} (from {cc_from}): {e}"));
     let _ = std::fs::remove_dir_all(&dir);
-
-    let rsizes: BTreeMap<&str, usize> = STRUCT_SIZES.iter().copied().collect();
-    let (mut nsize, mut nfield, mut nconst) = (0, 0, 0);
-    for line in out.lines() {
-        let p: Vec<&str> = line.split_whitespace().collect();
-        match p[0] {
-            "S" => {
-                let size: usize = p[2].parse().unwrap();
-                assert_eq!(rsizes.get(p[1]), Some(&size), "sizeof(struct {})", p[1]);
-                nsize += 1;
-            }
-            "F" => {
-                let (off, size): (usize, usize) = (p[3].parse().unwrap(), p[4].parse().unwrap());
-                let r = rf
-                    .iter()
-                    .find(|f| f.0 == p[1] && f.1 == p[2])
-                    .unwrap_or_else(|| panic!("no Rust field {}.{}", p[1], p[2]));
-                assert_eq!((r.2, r.3), (off, size), "offset/size of {}.{}", p[1], p[2]);
-                nfield += 1;
-            }
-            "C" => {
-                let v: u64 = p[2].parse().unwrap();
-                assert_eq!(rconst[p[1]], v, "value of {}", p[1]);
-                nconst += 1;
-            }
-            _ => panic!("bad probe line {line}"),
-        }
-    }
+    assert!(
+        out.status.success(),
+        "the C probe did not compile with {cc} for {arch} (each failed assertion is a \
+         disagreement between fpga_p2p.h and uapi.rs):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(nsize, structs.len());
     assert_eq!(nfield, rf.len());
     assert_eq!(nconst, defines.len());
-    println!("uapi layout: {nsize} structs, {nfield} fields, {nconst} constants match");
+    println!(
+        "uapi layout: {nsize} structs, {nfield} fields, {nconst} constants match ({cc} for {arch})"
+    );
 }

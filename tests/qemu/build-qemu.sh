@@ -1,30 +1,50 @@
 #!/usr/bin/env bash
-# Builds qemu-system-x86_64 from Debian's QEMU source with the emulated radar
-# FPGA card (tests/qemu/fpga-card/) added as the PCI device "radar-fpga-card".
-# The binary is cached under ~/.cache/radar-qemu/bin-<hash>, the hash covering
-# the card's sources, the driver's register header, the hook patch, the QEMU
-# source version, the compiler and this recipe; the build tree is kept
-# (~/.cache/radar-qemu/build) so a change to the card rebuilds only that
-# file. Prints the binary's path on stdout.
+# Builds qemu-system-x86_64 (--arch x86_64, the default) or qemu-system-aarch64
+# (--arch arm64) from Debian's QEMU source with the emulated radar FPGA card
+# (tests/qemu/fpga-card/) added as the PCI device "radar-fpga-card". One build
+# tree configured for both (the card and QEMU's common code are compiled
+# once for both); each emulator is built when first asked for, so the x86
+# runs never wait for the aarch64 one. The binaries are cached under
+# ~/.cache/radar-qemu/bin-<hash>, the hash covering the card's sources, the
+# driver's register header, the hook patch, the QEMU source version, the
+# configuration, the compiler and this recipe; the build tree is kept
+# (~/.cache/radar-qemu/build-<hash of the configuration>) so a change to the
+# card rebuilds only that file. Prints the binary's path on stdout.
 #
-#   bash tests/qemu/build-qemu.sh [--force]
+#   bash tests/qemu/build-qemu.sh [--force] [--arch x86_64|arm64]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/qemu/lib.sh
 . "$here/lib.sh"
 
-force=0
-[ "${1:-}" = "--force" ] && force=1
+force=0 arch=x86_64
+while [ $# -gt 0 ]; do
+	case $1 in
+	--force) force=1; shift ;;
+	--arch) arch=${2:-}; shift 2 ;;
+	*) die "unknown argument: $1 (usage: build-qemu.sh [--force] [--arch x86_64|arm64])" ;;
+	esac
+done
+case $arch in
+x86_64) want=qemu-system-x86_64 ;;
+arm64 | aarch64) want=qemu-system-aarch64 ;;
+*) die "--arch x86_64 or arm64, not '$arch'" ;;
+esac
 cache=${RADAR_QEMU_CACHE:-"$HOME/.cache/radar-qemu"}
 card="$here/fpga-card"
 # Bump when the steps below change in a way the inputs do not show.
-recipe=2
+recipe=3
 # QEMU's configuration. slirp: the user-mode network ("-netdev user"), with
 # which the unit test (tests/unit/) receives the guest's UDP outputs on the
-# host's loopback.
-configure_args=(--target-list=x86_64-softmmu --without-default-features --disable-docs
-	--disable-werror --enable-tcg --enable-fdt=system --enable-slirp --disable-install-blobs)
+# host's loopback. aarch64: the arm64 guests (run.sh --arch arm64: the `virt`
+# machine with an SMMUv3, as the Orin has), with QEMU's "minimal" set of Arm
+# boards (virt and sbsa-ref) instead of every 32- and 64-bit board.
+# shellcheck disable=SC2054 # configure's option values have commas
+configure_args=(--target-list=x86_64-softmmu,aarch64-softmmu --without-default-features
+	--with-devices-aarch64=minimal --disable-docs --disable-werror --enable-tcg
+	--enable-fdt=system --enable-slirp --disable-install-blobs)
+
 # What goes into hw/misc/radar-fpga-card/ (the driver's own headers: one
 # register map for the driver and the card).
 inputs=("$card/fpga_card.c" "$card/fpga_card_test.h" "$card/compat/linux/bits.h"
@@ -56,22 +76,36 @@ key=$({
 	echo "recipe $recipe"
 } | sha256sum | cut -c1-16)
 out="$cache/bin-$key"
-bin="$out/qemu-system-x86_64"
+bin="$out/$want"
+done_mark="$out/.radar-complete-$want"
 
-mkdir -p "$cache"
-exec 9>"$cache/.build.lock"
-flock 9
-if [ "$force" -eq 0 ] && [ -f "$out/.radar-complete" ]; then
+# Built already: no lock (another run may be building the other emulator).
+# The directory's time is its last use: the cleanup below (here and in other
+# checkouts sharing the cache) removes the least recently used.
+if [ "$force" -eq 0 ] && [ -f "$done_mark" ]; then
+	touch "$out"
 	log "using cached QEMU $bin"
 	printf '%s\n' "$bin"
 	exit 0
 fi
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+flock 9
+if [ "$force" -eq 0 ] && [ -f "$done_mark" ]; then
+	log "using cached QEMU $bin (built meanwhile)"
+	printf '%s\n' "$bin"
+	exit 0
+fi
 
-src="$cache/src" build="$cache/build"
+src="$cache/src"
+# One build tree per configuration: checkouts that configure QEMU otherwise
+# (an older revision in another worktree) keep their own tree instead of
+# reconfiguring a shared one from scratch on every switch.
+build="$cache/build-$(echo "${configure_args[*]}" | sha256sum | cut -c1-8)"
 t0=$SECONDS
 if [ "$(cat "$src/.radar-version" 2>/dev/null)" != "$ver" ]; then
 	log "fetching and unpacking Debian's qemu $ver (log: $cache/build.log)"
-	rm -rf "$src" "$build" "$cache/dl"
+	rm -rf "$src" "$cache"/build "$cache"/build-* "$cache/dl"
 	mkdir -p "$cache/dl"
 	# dpkg-source -x applies Debian's patches (without them the +dfsg tree
 	# does not configure).
@@ -106,23 +140,37 @@ if [ ! -f "$build/build.ninja" ] ||
 		{ tail -n 30 "$cache/build.log" >&2; die "configuring QEMU failed"; }
 	echo "${configure_args[*]}" >"$build/.radar-configure"
 fi
-log "building QEMU (a first build takes ~5 min on 2 cores)"
-nice ninja -C "$build" -j"$(nproc)" qemu-system-x86_64 >>"$cache/build.log" 2>&1 ||
+log "building $want (a first build of the tree takes ~5 min on 2 cores, the other emulator ~3 more)"
+nice ninja -C "$build" -j"$(nproc)" "$want" >>"$cache/build.log" 2>&1 ||
 	{ grep -B2 -A12 'error' "$cache/build.log" | tail -n 40 >&2; die "building QEMU failed"; }
-"$build/qemu-system-x86_64" -device help 2>/dev/null | grep -q '"radar-fpga-card"' ||
-	die "the QEMU build has no radar-fpga-card device"
-"$build/qemu-system-x86_64" -netdev help 2>/dev/null | grep -qx user ||
-	die "the QEMU build has no user-mode network (slirp)"
-rm -rf "$out"
+# (-machine none: qemu-system-aarch64 has no default machine.)
+"$build/$want" -machine none -device help 2>/dev/null | grep -q '"radar-fpga-card"' ||
+	die "$want has no radar-fpga-card device"
+"$build/$want" -machine none -netdev help 2>/dev/null | grep -qx user ||
+	die "$want has no user-mode network (slirp)"
+if [ "$want" = qemu-system-aarch64 ]; then
+	# The arm64 guests' machine: virt with an SMMUv3 in front of its PCIe,
+	# whose recorded events run.sh traces.
+	"$build/$want" -machine virt,help 2>/dev/null | grep -q 'iommu=' ||
+		die "$want's virt machine has no iommu= property"
+	"$build/$want" -machine none -trace help 2>/dev/null | grep -qx smmuv3_record_event ||
+		die "$want has no trace event smmuv3_record_event"
+fi
+# Beside the other emulator of the same inputs, if built; in place by rename.
 mkdir -p "$out"
-cp "$build/qemu-system-x86_64" "$bin"
-echo "$((SECONDS - t0))" >"$out/.radar-build-seconds"
-touch "$out/.radar-complete"
-log "QEMU with the card built in $((SECONDS - t0)) s"
-# Older builds go, but not the newest few: checkouts of other revisions
-# (worktrees, a CI clone beside a working copy) share this cache and may be
-# about to run theirs.
+cp "$build/$want" "$bin.tmp"
+mv -f "$bin.tmp" "$bin"
+echo "$((SECONDS - t0))" >"$out/.radar-build-seconds-$want"
+touch "$done_mark"
+log "$want with the card built in $((SECONDS - t0)) s"
+# Older builds go, but not the most recently used few: checkouts of other
+# revisions (worktrees, a CI clone beside a working copy) share this cache
+# and may be about to run theirs.
 ls -1dt "$cache"/bin-* | tail -n +4 | while read -r old; do
 	[ "$old" = "$out" ] || rm -rf "$old"
+done
+# Likewise build trees of other configurations (the newest two stay).
+ls -1dt "$cache"/build-* "$cache"/build 2>/dev/null | tail -n +3 | while read -r old; do
+	[ "$old" = "$build" ] || rm -rf "$old"
 done
 printf '%s\n' "$bin"

@@ -48,6 +48,9 @@ REPORT = re.compile(
     # The emulated IOMMU refused a DMA of the card (unmapped or wrong
     # direction): a driver bug, not noise.
     r"|DMAR: \[DMA (Read|Write)|DMAR: DRHD: handling fault"
+    # The same on arm64: an event the SMMUv3 reported (a translation or
+    # permission fault of the card's DMA), or a global SMMU error.
+    r"|arm-smmu-v3 \S+: event 0x|arm-smmu-v3 \S+: unexpected global error"
     # guest-init.sh's kprobe watch: dma_sync_single_* on the card's SG ring.
     r"|DMA-API misuse:"
 )
@@ -57,6 +60,13 @@ NOT_REPORT = re.compile(
     r"|dma_debug_entry pool grown)"
 )
 MARK = re.compile(r"radar-harness: (begin|end) (\S+)")
+# One IOMMU fault of the card's DMA, as the guest's IOMMU driver logs it (one
+# line per fault, before its details): intel-iommu's DMAR fault, the SMMUv3's
+# event (drivers/iommu/arm/arm-smmu-v3: "event 0x10 received:").
+# QEMU's trace lines of the SMMUv3 (run.sh --arch arm64): an event recorded
+# in its event queue, a transaction aborted.
+SMMU_EVENT = re.compile(r"smmuv3_(record_event|translate_abort)")
+IOMMU_FAULT = re.compile(r"DMAR: \[DMA (Read|Write)|arm-smmu-v3 \S+: event 0x[0-9a-f]+ received")
 
 # The top level of a (K)TAP document (the kernel's
 # Documentation/dev-tools/ktap.rst); kselftests print "TAP version 13".
@@ -128,8 +138,9 @@ def read_lines(path):
 
 
 def kernel_reports(console_lines):
-    """Count report lines per suite segment; key None is outside any suite."""
-    counts, examples = {None: 0}, {None: []}
+    """Count report lines per suite segment; key None is outside any suite.
+    Returns (counts, examples, iommu_faults), the last one counts per segment."""
+    counts, examples, faults = {None: 0}, {None: []}, {None: 0}
     current = None
     for line in console_lines:
         m = MARK.search(line)
@@ -137,11 +148,14 @@ def kernel_reports(console_lines):
             current = m.group(2) if m.group(1) == "begin" else None
             counts.setdefault(current, 0)
             examples.setdefault(current, [])
+            faults.setdefault(current, 0)
             continue
         if REPORT.search(line) and not NOT_REPORT.search(line):
             counts[current] = counts.get(current, 0) + 1
             examples.setdefault(current, []).append(line.strip())
-    return counts, examples
+        if IOMMU_FAULT.search(line):
+            faults[current] = faults.get(current, 0) + 1
+    return counts, examples, faults
 
 
 def parse_ktap(lines):
@@ -220,6 +234,17 @@ def parse_results(lines):
         elif word == "@@done":
             done = rest
     return plan, done, suites, order
+
+
+def not_behind_smmu(card_iommu):
+    """Why the card's DMA was not translated by the SMMUv3 (None if it was):
+    guest-init.sh's "<group>:<domain type>:<IOMMU>" after the suite. The
+    point of the arm64 runs; an "identity" domain would be passthrough."""
+    parts = card_iommu.split(":")
+    if len(parts) == 3 and parts[1] in ("DMA", "DMA-FQ") and parts[2].startswith("smmu3"):
+        return None
+    return ("the card is not behind the SMMUv3 in a DMA domain "
+            f"(card_iommu={card_iommu or 'not reported'})")
 
 
 def as_count(value):
@@ -352,7 +377,7 @@ def run_ktap(records, suites, problems, whole_run):
 def report(args):
     console = read_lines(args.console)
     plan, done, suites, _order = parse_results(read_lines(args.results))
-    counts, examples = kernel_reports(console)
+    counts, examples, faults = kernel_reports(console)
     wanted = args.suites.split()
     os.makedirs(args.outdir, exist_ok=True)
 
@@ -360,6 +385,14 @@ def report(args):
     for name in wanted:
         rec = judge(name, suites.get(name), counts.get(name, 0),
                     examples.get(name, []), args.kernel, read_lines(args.card))
+        rec["iommu_faults"] = faults.get(name, 0)
+        end = (suites.get(name) or {}).get("end") or {}
+        rec["card_iommu"] = end.get("card_iommu", "")
+        if args.arch == "arm64" and end:
+            why = not_behind_smmu(rec["card_iommu"])
+            if why:
+                rec["failure"] = "; ".join(filter(None, [rec["failure"], why]))
+                rec["passed"], rec["failed"] = 0, 1
         records.append(rec)
 
     # Reports outside the requested suites: boot, shutdown, the final kmemleak scan.
@@ -378,9 +411,25 @@ def report(args):
     if outside:
         problems.append(f"{outside} kernel report line(s) outside the suites, "
                         f"first: {outside_examples[0]}")
+    card_iommu = next((r["card_iommu"] for r in records if r["card_iommu"]), "")
+    # What the SMMU itself recorded (QEMU's trace, arm64): any event is a
+    # fault of a DMA, whatever the guest's driver logged.
+    smmu_events = None
+    if args.smmu_trace is not None:
+        if os.path.exists(args.smmu_trace):
+            lines = [l for l in read_lines(args.smmu_trace) if SMMU_EVENT.search(l)]
+            smmu_events = len(lines)
+            if lines:
+                problems.append(f"the SMMU recorded {len(lines)} event(s) or abort(s) "
+                                f"(QEMU's trace), first: {lines[0].strip()}")
+        elif plan is not None:
+            problems.append(f"no SMMU trace {args.smmu_trace} from QEMU")
 
     common = {
         "kernel": args.kernel,
+        "arch": args.arch,
+        # arm64: events the SMMUv3 recorded during the whole run (QEMU's trace).
+        "smmu_events": smmu_events,
         "kernel_release": (plan or {}).get("kernel", ""),
         "p2p": args.p2p,
         # guest-init.sh's dma_sync_single_* watch: "on" or "off:<why>".
@@ -395,6 +444,7 @@ def report(args):
         # A single-suite run: its file also owns what happened outside the suite.
         rec = records[0]
         rec["kernel_reports"] = total_reports
+        rec["iommu_faults"] = sum(faults.values())
         if problems:
             rec["failure"] = "; ".join(filter(None, [rec["failure"]] + problems))
             rec["passed"], rec["failed"] = 0, 1
@@ -414,6 +464,8 @@ def report(args):
         for c in COUNTERS:
             summary[c] = sum(r[c] for r in records)
         summary["kernel_reports"] = total_reports
+        summary["iommu_faults"] = sum(faults.values())
+        summary["card_iommu"] = card_iommu
         summary["passed"] = passed
         summary["failed"] = failed
         summary["duration_s"] = args.duration_s
@@ -438,6 +490,10 @@ def report(args):
     if plan is not None and common["dma_sync_probe"] != "on":
         print(f"  note: the dma_sync_single_* detector was "
               f"{common['dma_sync_probe'] or 'not set up'} on this kernel")
+    if plan is not None:
+        print(f"  card's IOMMU (group:domain:IOMMU): {card_iommu or 'none'};"
+              f" IOMMU faults in the kernel log: {sum(faults.values())}"
+              + ("" if smmu_events is None else f"; events the SMMU recorded: {smmu_events}"))
     for p in problems:
         print(f"  FAIL run: {p}")
     ok = failed == 0 and not problems
@@ -508,6 +564,9 @@ def main():
     r = sub.add_parser("report")
     r.add_argument("--kernel", required=True)
     r.add_argument("--p2p", default="shim", help="the nv-p2p module: shim or nvidia")
+    r.add_argument("--arch", default="x86_64", help="the guest's architecture: x86_64 or arm64")
+    r.add_argument("--smmu-trace", default=None,
+                   help="QEMU's trace of the SMMUv3's recorded events and aborts (arm64)")
     r.add_argument("--suite", required=True)
     r.add_argument("--suites", required=True)
     r.add_argument("--console", required=True)

@@ -8,7 +8,8 @@
 #   bash tests/qemu/run.sh --kernel debian|debug --suite NAME[,NAME...]|all [--p2p shim|nvidia] [--swiotlb] [--keep] [--timeout S]
 #   bash tests/qemu/run.sh --kernel debian --suite shell    # interactive guest
 #   bash tests/qemu/run.sh --kernel debug --canary           # the detectors fire?
-#   bash tests/qemu/run.sh --list                            # the suites
+#   bash tests/qemu/run.sh --arch arm64 --suite all [--p2p shim|nvidia]   # arm64 guest
+#   bash tests/qemu/run.sh --list [--arch arm64]             # the suites
 #
 # Writes target/qemu/<kernel>-<suite>.json (and <kernel>-all.json for all), the
 # kernel console in target/qemu/<kernel>-<suite>.log and the result channel in
@@ -21,6 +22,15 @@
 # with its debugfs counters and fault injection) or nvidia (NVIDIA's own
 # nvidia-p2p module from ../shared/nvidia-p2p, built from a scratch copy);
 # results of nvidia runs go to target/qemu/nvidia/.
+#
+# --arch arm64 boots Debian's arm64 kernel (debian-arm64.sh: Debian's packages,
+# no kernel build) on QEMU's aarch64 `virt` machine with an SMMUv3 in front of
+# its PCIe, so the card's DMA goes through an Arm SMMU as on the Orin; the
+# modules (and NVIDIA's nvidia-p2p) are cross-built for that kernel, the
+# programs are the image's aarch64 executables (yocto-layer/scripts/cross-build.sh)
+# on Debian's arm64 glibc and busybox. Only --kernel debian (the default
+# there); its suite table is guest-init.sh's SUITES_ARM64. Results go to
+# target/qemu/arm64/ (and arm64/nvidia/).
 #
 # Developer overrides: RADAR_KMOD_DIR (module source instead of kmod/),
 # RADAR_SUITE_BIN (a p2p-suite binary instead of building it), RADAR_RADARD_BIN
@@ -38,9 +48,10 @@ top=$(cd "$here/../.." && pwd)
 
 usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 
-kernel='' suite='' keep=0 host_timeout='' canary=0 swiotlb=0 p2p=shim
+kernel='' suite='' keep=0 host_timeout='' canary=0 swiotlb=0 p2p=shim arch=x86_64 list=0
 while [ $# -gt 0 ]; do
 	case $1 in
+	--arch) arch=${2:-}; shift 2 ;;
 	--swiotlb) swiotlb=1; shift ;;
 	--kernel) kernel=${2:-}; shift 2 ;;
 	--p2p) p2p=${2:-}; shift 2 ;;
@@ -48,22 +59,36 @@ while [ $# -gt 0 ]; do
 	--keep) keep=1; shift ;;
 	--canary) canary=1; suite=canary; shift ;;
 	--timeout) host_timeout=${2:-}; shift 2 ;;
-	--list) sh "$here/guest-init.sh" --list; exit 0 ;;
+	--list) list=1; shift ;;
 	-h | --help) usage ;;
 	*) log "unknown argument: $1"; usage ;;
 	esac
 done
+case $arch in
+x86_64 | x86-64 | amd64) arch=x86_64 ;;
+arm64 | aarch64)
+	arch=arm64
+	# Debian's arm64 kernel only: the debug kernel, swiotlb and the canary
+	# are x86 configurations.
+	kernel=${kernel:-debian}
+	[ "$kernel" = debian ] || die "--arch arm64 runs Debian's arm64 kernel (--kernel debian) only"
+	if [ "$swiotlb" = 1 ] || [ "$canary" = 1 ]; then die "--swiotlb and --canary are x86 runs"; fi
+	;;
+*) usage ;;
+esac
+[ "$list" = 1 ] && { sh "$here/guest-init.sh" --list "$arch"; exit 0; }
 case $kernel in debian | debug) ;; *) usage ;; esac
 case $p2p in shim | nvidia) ;; *) usage ;; esac
 [ -n "$suite" ] || usage
 
-# Suites and their guest time limits come from the table in guest-init.sh.
+# Suites and their guest time limits come from the table in guest-init.sh
+# (the arm64 guests have their own).
 declare -A limit_of=()
 all_suites=()
 while read -r name limit; do
 	limit_of[$name]=$limit
 	all_suites+=("$name")
-done < <(sh "$here/guest-init.sh" --list)
+done < <(sh "$here/guest-init.sh" --list "$arch")
 case $suite in
 all)
 	suites=("${all_suites[@]}")
@@ -102,6 +127,8 @@ t_start=$SECONDS
 ensure_pkgs qemu-system-x86 busybox-static cpio kmod python3 build-essential binutils
 
 outdir=${RADAR_QEMU_OUTDIR:-"$top/target/qemu"}
+# The arm64 guests' files are kept apart from the x86 ones of the same kernel.
+[ "$arch" = arm64 ] && outdir="$outdir/arm64"
 # The canary's suites fail on purpose: keep their files apart from the
 # real suites' results of the same kernel.
 [ "$suite" = canary ] && outdir="$outdir/canary"
@@ -119,8 +146,20 @@ mkdir -p "$work" "$outdir"
 rm -f "$console_log" "$results_log"
 
 # --- the kernel ------------------------------------------------------------------
-case $kernel in
-debian)
+# Module builds for another architecture: make's arguments, and where
+# modprobe finds the kernel's modules (-d).
+cross_args=() mod_root=/
+case $arch-$kernel in
+arm64-debian)
+	# Debian's arm64 packages, unpacked (debian-arm64.sh): no kernel build.
+	arm64_tree=$(bash "$here/debian-arm64.sh" | tail -n 1)
+	kver=$(cat "$arm64_tree/kernel-release")
+	kdir="$arm64_tree/usr/src/linux-headers-$kver"
+	kimage="$arm64_tree/boot/vmlinuz-$kver"
+	cross_args=(ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-)
+	mod_root=$arm64_tree
+	;;
+x86_64-debian)
 	ensure_pkgs linux-image-amd64 linux-headers-amd64
 	# The newest installed Debian kernel that has its headers.
 	kver=''
@@ -134,13 +173,13 @@ debian)
 	# /boot/vmlinuz-* is readable by root only on Debian.
 	as_root cat "/boot/vmlinuz-$kver" >"$kimage"
 	;;
-debug)
+x86_64-debug)
 	kdir=$(bash "$here/build-debug-kernel.sh" | tail -n 1)
 	kimage="$kdir/arch/x86/boot/bzImage"
 	kver=$(cat "$kdir/include/config/kernel.release")
 	;;
 esac
-log "kernel: $kernel ($kver) from $kdir; nv-p2p: $p2p"
+log "kernel: $kernel $arch ($kver) from $kdir; nv-p2p: $p2p"
 
 # --- the modules -----------------------------------------------------------------
 kmod_src=${RADAR_KMOD_DIR:-"$top/kmod"}
@@ -149,7 +188,7 @@ kmod_src=${RADAR_KMOD_DIR:-"$top/kmod"}
 cp -a "$kmod_src" "$work/kmod"
 log "building modules against $kdir"
 # Objects of an in-place build in the checkout must not leak into this one.
-make -C "$work/kmod" KDIR="$kdir" clean >/dev/null 2>&1 || true
+make -C "$work/kmod" KDIR="$kdir" "${cross_args[@]}" clean >/dev/null 2>&1 || true
 kmod_args=()
 if [ "$p2p" = nvidia ]; then
 	# NVIDIA's module, unmodified, from a scratch copy (kbuild writes into M=).
@@ -157,13 +196,14 @@ if [ "$p2p" = nvidia ]; then
 	[ -f "$nv_src/nvidia-p2p.c" ] || die "no NVIDIA nvidia-p2p source in $nv_src"
 	cp -a "$nv_src" "$work/nvidia-p2p"
 	log "building NVIDIA's nvidia-p2p against $kdir"
-	make -C "$kdir" M="$work/nvidia-p2p" -j"$(nproc)" modules >"$work/nvidia-p2p.log" 2>&1 ||
+	make -C "$kdir" M="$work/nvidia-p2p" "${cross_args[@]}" -j"$(nproc)" modules \
+		>"$work/nvidia-p2p.log" 2>&1 ||
 		{ cat "$work/nvidia-p2p.log" >&2; die "building NVIDIA's nvidia-p2p failed"; }
 	# fpga_p2p against NVIDIA's header and exports; no shim is built.
 	kmod_args=(NVP2P_INC="$work/nvidia-p2p/include"
 		KBUILD_EXTRA_SYMBOLS="$work/nvidia-p2p/Module.symvers")
 fi
-make -C "$work/kmod" KDIR="$kdir" "${kmod_args[@]}" -j"$(nproc)" \
+make -C "$work/kmod" KDIR="$kdir" "${cross_args[@]}" "${kmod_args[@]}" -j"$(nproc)" \
 	>"$work/kmod.log" 2>&1 ||
 	{ cat "$work/kmod.log" >&2; die "building the modules failed"; }
 ko_of() {
@@ -180,10 +220,22 @@ fi
 fpga_ko=$(ko_of fpga_p2p "$work/kmod")
 
 # --- QEMU with the emulated card -------------------------------------------------
-qemu_bin=$(bash "$here/build-qemu.sh" | tail -n 1)
+qemu_bin=$(bash "$here/build-qemu.sh" --arch "$arch" | tail -n 1)
 [ -x "$qemu_bin" ] || die "no QEMU binary from build-qemu.sh"
+# This run's own link to it: checkouts sharing the cache remove builds they
+# think unused, and the programs below take minutes to build.
+ln -f "$qemu_bin" "$work/" 2>/dev/null || cp "$qemu_bin" "$work/"
+qemu_bin="$work/${qemu_bin##*/}"
 
 # --- the test programs -----------------------------------------------------------
+uapi_make_args=()
+if [ "$arch" = arm64 ]; then
+	# The image's aarch64 executables, glibc-linked (tests/qemu/arm64.sh): they
+	# come in through the developer overrides below.
+	# shellcheck source=tests/qemu/arm64.sh
+	. "$here/arm64.sh"
+	arm64_programs
+fi
 if [ -n "${RADAR_SUITE_BIN:-}" ]; then
 	suite_bin=$RADAR_SUITE_BIN
 else
@@ -199,7 +251,7 @@ else
 	suite_bin="$top/target/x86_64-unknown-linux-musl/release/p2p-suite"
 fi
 [ -x "$suite_bin" ] || die "no test program $suite_bin"
-if readelf -l "$suite_bin" 2>/dev/null | grep -q 'interpreter'; then
+if [ "$arch" = x86_64 ] && readelf -l "$suite_bin" 2>/dev/null | grep -q 'interpreter'; then
 	die "$suite_bin is dynamically linked; the initramfs has no libc"
 fi
 
@@ -219,7 +271,7 @@ if printf '%s\n' "${suites[@]}" | grep -qx -e radard -e ptp; then
 	[ -x "$radard_bin" ] || die "no radard binary $radard_bin"
 	dsp_bin=${RADAR_DSP_BIN:-$(dirname "$radard_bin")/radar-dsp}
 	[ -x "$dsp_bin" ] || die "no radar-dsp binary $dsp_bin (RADAR_DSP_BIN names one)"
-	if readelf -l "$radard_bin" 2>/dev/null | grep -q 'interpreter'; then
+	if [ "$arch" = x86_64 ] && readelf -l "$radard_bin" 2>/dev/null | grep -q 'interpreter'; then
 		die "$radard_bin is dynamically linked; the initramfs has no libc"
 	fi
 fi
@@ -230,7 +282,8 @@ uapi_bin=''
 if printf '%s\n' "${suites[@]}" | grep -qx uapi; then
 	ksrc=$(ensure_kernel_src)
 	log "building the uapi kselftest (static)"
-	make -C "$top/kmod/tests" KSRC="$ksrc" OUT="$work" >"$work/uapi-test.log" 2>&1 ||
+	make -C "$top/kmod/tests" KSRC="$ksrc" OUT="$work" "${uapi_make_args[@]}" \
+		>"$work/uapi-test.log" 2>&1 ||
 		{ cat "$work/uapi-test.log" >&2; die "building the uapi kselftest failed"; }
 	uapi_bin="$work/fpga_p2p_uapi_test"
 	if readelf -l "$uapi_bin" 2>/dev/null | grep -q 'interpreter'; then
@@ -241,7 +294,12 @@ fi
 # --- the initramfs ---------------------------------------------------------------
 root="$work/root"
 mkdir -p "$root/bin" "$root/lib/modules/radar"
-cp /bin/busybox "$root/bin/busybox"
+if [ "$arch" = arm64 ]; then
+	# Debian's arm64 busybox and glibc (tests/qemu/arm64.sh).
+	arm64_userspace "$root" "$suite_bin" ${radard_bin:+"$radard_bin"}
+else
+	cp /bin/busybox "$root/bin/busybox"
+fi
 ln -s busybox "$root/bin/sh"
 install -m 0755 "$here/guest-init.sh" "$root/init"
 cp "$suite_bin" "$root/bin/p2p-suite"
@@ -278,7 +336,7 @@ if [ "$kernel" = debian ]; then
 	: >"$root/lib/modules/radar/deps.order"
 	for dep in $(modinfo -F depends "$p2p_ko" "$fpga_ko" | tr ',' ' '); do
 		case $dep in nvp2p_shim | nvidia-p2p | nvidia_p2p | fpga_p2p) continue ;; esac
-		modprobe -S "$kver" --show-depends "$dep" | awk '$1 == "insmod" { print $2 }'
+		modprobe -d "$mod_root" -S "$kver" --show-depends "$dep" | awk '$1 == "insmod" { print $2 }'
 	done | awk '!seen[$0]++' | while read -r ko; do
 		base=$(basename "$ko")
 		case $base in
@@ -333,6 +391,8 @@ log "initramfs: $(du -h "$work/initramfs.cpio" | cut -f1)"
 # fails it and the kernel panics ("timer doesn't work through
 # Interrupt-remapped IO-APIC"), which says nothing about the driver.
 cmdline="console=ttyS0,115200 panic=-1 printk.devkmsg=on no_timer_check"
+# arm64: the console is virt's PL011; the result channel a PCI 16550 (ttyS0).
+[ "$arch" = arm64 ] && cmdline="console=ttyAMA0 radar.results=/dev/ttyS0 panic=-1 printk.devkmsg=on"
 # An oops kills the task inside the kernel, usually holding the driver's
 # locks: everything after it hangs until the suite's time limit. oops=panic
 # ends the guest at once instead (the Oops is a kernel report and the suite
@@ -340,7 +400,11 @@ cmdline="console=ttyS0,115200 panic=-1 printk.devkmsg=on no_timer_check"
 # reports are not oopses and do not panic.
 cmdline+=" oops=panic"
 cmdline+=" rcupdate.rcu_cpu_stall_timeout=60 watchdog_thresh=30"
-if [ "$swiotlb" = 1 ]; then
+if [ "$arch" = arm64 ]; then
+	# The card's DMA translated by the SMMU (not passed through), each unmap
+	# invalidated at once: a DMA after an unmap faults.
+	cmdline+=" iommu.passthrough=0 iommu.strict=1"
+elif [ "$swiotlb" = 1 ]; then
 	cmdline+=" swiotlb=force iommu=soft intel_iommu=off"
 else
 	cmdline+=" intel_iommu=on iommu=nopt"
@@ -356,6 +420,24 @@ qemu=("$qemu_bin" -accel tcg -machine q35 -smp 2 -m 2048 -nodefaults -no-user-co
 	-L /usr/share/qemu -L /usr/share/seabios
 	-display none -no-reboot -kernel "$kimage" -initrd "$work/initramfs.cpio")
 [ "$swiotlb" = 1 ] || qemu+=(-device intel-iommu,intremap=on)
+# results_port FILE: QEMU's arguments for the result channel into FILE (the
+# array results_port): the second serial port, or on arm64 a PCI serial card.
+results_port() {
+	if [ "$arch" = arm64 ]; then
+		# shellcheck disable=SC2054 # QEMU's option values have commas
+		results_port=(-chardev "file,id=radar-results,path=${1//,/,,}"
+			-device pci-serial,chardev=radar-results)
+	else
+		results_port=(-serial "file:$1")
+	fi
+}
+# virt with an SMMUv3 (tests/qemu/arm64.sh); the SMMU's own trace of faults.
+smmu_trace=''
+if [ "$arch" = arm64 ]; then
+	smmu_trace="$outdir/$name.smmu"
+	rm -f "$smmu_trace"
+	arm64_qemu "$qemu_bin" "$kimage" "$work/initramfs.cpio" "$smmu_trace"
+fi
 # The card writes its state at the machine's shutdown here (the shutdown
 # suite's verdict: the driver's .shutdown must have stopped it).
 card_log="$outdir/$name.card"
@@ -369,7 +451,8 @@ qemu+=(-device "$card")
 
 if [ "$suite" = shell ]; then
 	log "interactive guest: 'reboot -f' leaves, Ctrl-A X kills QEMU"
-	exec "${qemu[@]}" -append "$cmdline" -serial mon:stdio -serial "file:$results_log"
+	results_port "$results_log"
+	exec "${qemu[@]}" -append "$cmdline" -serial mon:stdio "${results_port[@]}"
 fi
 
 if [ -z "$host_timeout" ]; then
@@ -381,8 +464,9 @@ fi
 t_boot=$SECONDS
 log "booting ($kernel, ${#suites[@]} suite(s), host limit ${host_timeout} s); console: $console_log"
 : >"$results_log"
+results_port "$results_log"
 timeout -k 10 "$host_timeout" "${qemu[@]}" -append "$cmdline" \
-	-serial "file:$console_log" -serial "file:$results_log" </dev/null &
+	-serial "file:$console_log" "${results_port[@]}" </dev/null &
 qemu_pid=$!
 trap 'kill "$qemu_pid" 2>/dev/null || true' EXIT
 
@@ -430,10 +514,11 @@ qemu_s=$((SECONDS - t_boot))
 log "QEMU exited with status $qemu_status after $qemu_s s"
 
 set +e
-python3 "$here/harness.py" report --kernel "$kernel" --p2p "$p2p" --suite "${suite//,/+}" \
+python3 "$here/harness.py" report --kernel "$kernel" --arch "$arch" --p2p "$p2p" --suite "${suite//,/+}" \
 	--suites "${suites[*]}" --console "$console_log" --results "$results_log" --card "$card_log" \
 	--outdir "$outdir" --duration-s "$duration" --qemu-s "$qemu_s" ${boot_s:+--boot-s "$boot_s"} \
-	--qemu-status "$qemu_status" ${stalled:+--stalled "$stalled"} >"$outdir/$name.summary"
+	--qemu-status "$qemu_status" ${stalled:+--stalled "$stalled"} \
+	${smmu_trace:+--smmu-trace "$smmu_trace"} >"$outdir/$name.summary"
 status=$?
 set -e
 if [ "$status" -ne 0 ]; then
@@ -443,7 +528,8 @@ if [ "$status" -ne 0 ]; then
 fi
 if [ "$keep" -eq 1 ]; then
 	log "kept $work; boot it by hand with:"
-	printf '  %q' "${qemu[@]}" -append "${cmdline/radar.suite=$guest_suite/radar.suite=shell}" -serial mon:stdio -serial "file:$work/shell.results"
+	results_port "$work/shell.results"
+	printf '  %q' "${qemu[@]}" -append "${cmdline/radar.suite=$guest_suite/radar.suite=shell}" -serial mon:stdio "${results_port[@]}"
 	echo
 else
 	rm -rf "$work"

@@ -9,6 +9,9 @@
 # then the build runs offline.
 #
 #   bash yocto-layer/scripts/cross-build.sh [recipe.bb...]   (default: all Rust recipes)
+#   ... [recipe.bb...] --also PACKAGE   also a workspace package no recipe installs,
+#                                       with the same flags (the arm64 QEMU guests'
+#                                       test program p2p-suite, tests/qemu/arm64.sh)
 set -euo pipefail
 layer=$(cd "$(dirname "$0")/.." && pwd)
 top=$(dirname "$layer")
@@ -29,7 +32,15 @@ pinned=$(sed -n 's/^channel = "\(.*\)"$/\1/p' "$top/rust-toolchain.toml")
 }
 target=aarch64-unknown-linux-gnu
 
-if [ $# -gt 0 ]; then recipes=("$@"); else
+recipes=() also=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--also) [ -n "${2:-}" ] || { echo "cross-build: --also needs a package" >&2; exit 2; }
+		also+=("$2"); shift 2 ;;
+	*) recipes+=("$1"); shift ;;
+	esac
+done
+if [ ${#recipes[@]} -eq 0 ]; then
 	mapfile -t recipes < <(grep -l '^RADAR_CARGO_PACKAGE = ' "$layer"/recipes-radar/*/*.bb | sort)
 fi
 [ ${#recipes[@]} -gt 0 ] || { echo "cross-build: no recipe sets RADAR_CARGO_PACKAGE" >&2; exit 2; }
@@ -41,8 +52,11 @@ export CARGO_TARGET_DIR=$top/target/yocto-cross
 export CARGO_PROFILE_RELEASE_DEBUG=true
 export RUSTFLAGS="$rustflags"
 failed=()
-for r in "${recipes[@]}"; do
-	pkg=$(value "$r" RADAR_CARGO_PACKAGE)
+for r in "${recipes[@]}" "${also[@]/#/--also=}"; do
+	case $r in
+	--also=*) pkg=${r#--also=} r="$pkg (no recipe)" ;;
+	*) pkg=$(value "$r" RADAR_CARGO_PACKAGE) ;;
+	esac
 	[ -n "$pkg" ] || { echo "cross-build: $r sets no RADAR_CARGO_PACKAGE" >&2; exit 2; }
 	case " $members " in *" $pkg "*) ;; *)
 		echo "cross-build: FAIL: $(basename "$r"): RADAR_CARGO_PACKAGE $pkg is not a package of the workspace (Cargo.toml members: $members)" >&2
