@@ -122,6 +122,21 @@ enum Next<'s> {
     Interrupted,
 }
 
+/// The source's answer to a wait: an event, or what the loop makes of a
+/// recoverable condition (a timeout or an overflow is a fault it reports, a
+/// signal is not a fault); any other error ends the loop.
+fn source_event<'s>(
+    ev: Result<Event<'s>, tegra_p2p::Error>,
+) -> Result<Result<Event<'s>, Next<'s>>, LoopError> {
+    match ev {
+        Ok(ev) => Ok(Ok(ev)),
+        Err(tegra_p2p::Error::Timeout { .. }) => Ok(Err(Next::Fault(SourceFault::Timeout))),
+        Err(tegra_p2p::Error::Interrupted { .. }) => Ok(Err(Next::Interrupted)),
+        Err(tegra_p2p::Error::Overflow { .. }) => Ok(Err(Next::Fault(SourceFault::Overflow))),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Waits for the next frame event, the `capture`-th since the start. Chunk
 /// events before it are that frame's (events come in order): in
 /// chunk-streamed mode each goes to the backend as part of capture
@@ -144,14 +159,9 @@ fn next_frame<'s, 'b>(
         let asked = monotonic_ns();
         let ev = src.next_event(None);
         waited_ns += monotonic_ns().saturating_sub(asked);
-        let ev = match ev {
+        let ev = match source_event(ev)? {
             Ok(ev) => ev,
-            Err(tegra_p2p::Error::Timeout { .. }) => return Ok(Next::Fault(SourceFault::Timeout)),
-            Err(tegra_p2p::Error::Interrupted { .. }) => return Ok(Next::Interrupted),
-            Err(tegra_p2p::Error::Overflow { .. }) => {
-                return Ok(Next::Fault(SourceFault::Overflow));
-            }
-            Err(e) => return Err(e.into()),
+            Err(next) => return Ok(next),
         };
         match ev {
             Event::Frame(f) => return Ok(Next::Frame(f, waited_ns)),
@@ -225,14 +235,9 @@ fn next_triggered_frame<'s, 'b>(
     };
     loop {
         let ev = src.next_event(Some(wait));
-        let ev = match ev {
+        let ev = match source_event(ev)? {
             Ok(ev) => ev,
-            Err(tegra_p2p::Error::Timeout { .. }) => return Ok(Next::Fault(SourceFault::Timeout)),
-            Err(tegra_p2p::Error::Interrupted { .. }) => return Ok(Next::Interrupted),
-            Err(tegra_p2p::Error::Overflow { .. }) => {
-                return Ok(Next::Fault(SourceFault::Overflow));
-            }
-            Err(e) => return Err(e.into()),
+            Err(next) => return Ok(next),
         };
         match ev {
             Event::Frame(f) => {
