@@ -169,8 +169,10 @@ log "$want with the card built in $((SECONDS - t0)) s"
 ls -1dt "$cache"/bin-* | tail -n +4 | while read -r old; do
 	[ "$old" = "$out" ] || rm -rf "$old"
 done
-# Likewise build trees of other configurations (the newest two stay).
-ls -1dt "$cache"/build-* "$cache"/build 2>/dev/null | tail -n +3 | while read -r old; do
+# Likewise build trees of other configurations (the newest two stay). The
+# older layout's "build" is usually absent: ls then fails, which under
+# pipefail must not fail the build.
+{ ls -1dt "$cache"/build-* "$cache"/build 2>/dev/null || true; } | tail -n +3 | while read -r old; do
 	[ "$old" = "$build" ] || rm -rf "$old"
 done
 printf '%s\n' "$bin"
