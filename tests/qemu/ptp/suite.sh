@@ -284,22 +284,35 @@ kill "$phc2sys_pid" 2>/dev/null
 wait "$phc2sys_pid" 2>/dev/null
 
 # --- 6. ts2phc from a PPS at the system clock's seconds ----------------------------
-p2p-suite pps-pulser --seconds 16 >"$OUT/pulser.ktap" 2>&1 &
-pulser_pid=$!
 # The board's ts2phc configuration (its step thresholds, the card's pin),
 # the PPS's time from the system clock ("generic") instead of NMEA.
 sed -e "s|^\[/dev/fpga-ptp\]|[$PTP]|" -e '/^ts2phc.nmea_serialport/d' -e '/^leapfile/d' \
 	/etc/ptp/board/ts2phc.conf >"$OUT/ts2phc.conf"
-ts2phc -f "$OUT/ts2phc.conf" -s generic -m -q -l 7 >"$OUT/ts2phc.log" 2>&1 &
-ts2phc_pid=$!
-wait "$pulser_pid"
-kill "$ts2phc_pid" 2>/dev/null
-wait "$ts2phc_pid" 2>/dev/null
-late=$(fig edge_late_median_ns "$OUT/pulser.ktap")
-late_max=$(fig edge_late_max_ns "$OUT/pulser.ktap")
-# Its offsets once locked (s2), ns: |median| and the largest.
-awk '/master offset/ && / s2 / { v = $(NF - 3); print (v < 0 ? -v : v) }' "$OUT/ts2phc.log" | sort -n >"$OUT/ts2phc.s2"
-n=$(wc -l <"$OUT/ts2phc.s2")
+# Up to three runs of 16 s: on a loaded host (a CI machine building a
+# kernel beside the guest) the pulser's edges can come milliseconds late,
+# past the configuration's 1 ms step threshold, and ts2phc steps the card
+# again instead of settling. Only such a run is tried again; the bounds
+# are the same in every run, and the figures are the last run's.
+ts2phc_try=0
+while :; do
+	ts2phc_try=$((ts2phc_try + 1))
+	p2p-suite pps-pulser --seconds 16 >"$OUT/pulser.ktap" 2>&1 &
+	pulser_pid=$!
+	ts2phc -f "$OUT/ts2phc.conf" -s generic -m -q -l 7 >"$OUT/ts2phc.log" 2>&1 &
+	ts2phc_pid=$!
+	wait "$pulser_pid"
+	kill "$ts2phc_pid" 2>/dev/null
+	wait "$ts2phc_pid" 2>/dev/null
+	late=$(fig edge_late_median_ns "$OUT/pulser.ktap")
+	late_max=$(fig edge_late_max_ns "$OUT/pulser.ktap")
+	# Its offsets once locked (s2), ns: |median| and the largest.
+	awk '/master offset/ && / s2 / { v = $(NF - 3); print (v < 0 ? -v : v) }' "$OUT/ts2phc.log" | sort -n >"$OUT/ts2phc.s2"
+	n=$(wc -l <"$OUT/ts2phc.s2")
+	[ "$n" -ge 4 ] && break
+	[ "$ts2phc_try" -lt 3 ] && [ "${late_max:-0}" -gt 1000000 ] || break
+	log "ts2phc run $ts2phc_try did not lock (${n} updates in s2; the edges up to ${late_max} ns late): again"
+done
+figure ts2phc_runs "$ts2phc_try"
 if [ "$n" -ge 4 ]; then
 	med=$(sed -n "$(((n + 1) / 2))p" "$OUT/ts2phc.s2")
 	figure ts2phc_locked_median_ns "$med"
@@ -309,13 +322,13 @@ if [ "$n" -ge 4 ]; then
 	# Its offsets are the edges' lateness (the edge is taken as the whole
 	# second): the median within the median lateness and 1 ms.
 	if [ "$med" -le $((${late:-0} + 1000000)) ]; then
-		passed "ts2phc locked the card to PPS edges at CLOCK_REALTIME's seconds: $n updates in s2, |offset| median $med ns (the edges were $late ns late, median; $late_max ns at most)"
+		passed "ts2phc locked the card to PPS edges at CLOCK_REALTIME's seconds (run $ts2phc_try): $n updates in s2, |offset| median $med ns (the edges were $late ns late, median; $late_max ns at most)"
 	else
 		failed "ts2phc's |offset| median $med ns, more than the edges' median lateness $late ns + 1 ms"
 		grep -E 'extts|offset|step|jump' "$OUT/ts2phc.log" | tail -n 20 >&2
 	fi
 else
-	failed "ts2phc did not lock in 16 s: $(grep -c 'master offset' "$OUT/ts2phc.log") offsets; $(tail -n 3 "$OUT/ts2phc.log" | tr '\n' ' ')"
+	failed "ts2phc did not lock in 16 s ($ts2phc_try runs; the edges up to ${late_max:-?} ns late): $(grep -c 'master offset' "$OUT/ts2phc.log") offsets; $(tail -n 3 "$OUT/ts2phc.log" | tr '\n' ' ')"
 fi
 
 # --- 7. unload and reload under an open clock ------------------------------------
