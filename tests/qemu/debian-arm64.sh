@@ -112,7 +112,9 @@ if [ "$want_qemu_user" = 1 ]; then
 	if [ "$refresh" -eq 1 ] || [ ! -f "$apt_dir/.updated-with-backports" ]; then
 		update_lists
 	fi
-	qver=$(papt apt-cache madison qemu-user | awk -F' [|] ' '/bookworm-backports/ { print $2; exit }')
+	# (awk reads to the end: one that left early could SIGPIPE apt-cache,
+	# which under pipefail ends this script with 141 and no message.)
+	qver=$(papt apt-cache madison qemu-user | awk -F' [|] ' '/bookworm-backports/ && !q { print $2; q = 1 }')
 	[ -n "$qver" ] || die "no qemu-user in bookworm-backports"
 	qdir="$cache/qemu-user-${qver//[^A-Za-z0-9.+~-]/_}"
 	rm -rf "$cache/dl-qemu" "$qdir.tmp"
@@ -160,7 +162,7 @@ if ! papt apt-cache show "linux-headers-arm64:arm64=$ver" >/dev/null 2>&1; then
 fi
 # The ABI name (6.1.0-NN) from the metapackage's dependency.
 abi=$(papt apt-cache show "linux-headers-arm64:arm64=$ver" |
-	sed -n 's/^Depends: .*linux-headers-\([0-9.]*-[0-9]*\)-arm64.*/\1/p' | head -n 1)
+	sed -n 's/^Depends: .*linux-headers-\([0-9.]*-[0-9]*\)-arm64.*/\1/p' | awk 'NR == 1')
 [ -n "$abi" ] || die "cannot read the kernel ABI from linux-headers-arm64 $ver"
 release="$abi-arm64"
 # linux-kbuild-6.1 for 6.1.0-NN.
