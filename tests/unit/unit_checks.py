@@ -575,21 +575,35 @@ def check_asterix(c, args, cfg, eff, shell, udp):
     lines = (shell.out(f"tail -n 600 {jsonl}", 60) or "") if jsonl else ""
     with open(os.path.join(os.path.dirname(args.results), "unit-detections.jsonl"), "w") as f:
         f.write(lines + "\n")
-    frames = []
-    for line in lines.splitlines():
-        try:
-            f = json.loads(line)
-        except ValueError:
-            continue
-        # Whole frames inside the capture window (a second's margin each side).
-        if isinstance(f.get("utc_ns"), int) and t0 + 1 <= f["utc_ns"] / 1e9 <= t1 - 1:
-            frames.append(f)
     by_tod = {}
     for recs in per["pypi"]:
         if isinstance(recs, str):
             continue
         for r in recs:
             by_tod.setdefault(round(r["tod"] * 128), []).append(r)
+    # The frames of the capture window, in the unit's own time: between the
+    # first and the last Time of Day captured, a second's margin inside each
+    # end. (The host's clock would not do: the guest's starts from the RTC's
+    # whole seconds, up to a second off the host's, and the unit's time is
+    # the card's clock.) A window across midnight UTC falls back to the
+    # host's clock with a margin of two seconds.
+    tods = sorted(by_tod)
+    across_midnight = not tods or tods[-1] - tods[0] > 43_200 * 128
+
+    def in_window(f):
+        if across_midnight:
+            return t0 + 2 <= f["utc_ns"] / 1e9 <= t1 - 2
+        tod = round(((f["utc_ns"] % 86_400_000_000_000) / 1e9) * 128)
+        return tods[0] + 128 <= tod <= tods[-1] - 128
+
+    frames = []
+    for line in lines.splitlines():
+        try:
+            f = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(f.get("utc_ns"), int) and in_window(f):
+            frames.append(f)
     truth = {}
     if args.truth:
         for line in open(args.truth):
