@@ -290,6 +290,32 @@ def sin_of(deg):
 # --- the checks ----------------------------------------------------------------------
 
 
+def b_link_checks(c, args, pty, diag, link):
+    """b. radarctl and the text console on the header UART's pty."""
+    p = subprocess.run([args.radarctl, "--port", pty, "--timeout", "10", "status"], capture_output=True,
+                       text=True, timeout=60)
+    c.ok("b-radarctl-status", p.returncode == 0 and "frames" in p.stdout.lower(),
+         f"radarctl --port {pty} status: exit {p.returncode}: {(p.stdout + p.stderr)[:400]} "
+         f"(guest {diag} -> {link}, a udev rule of the test)")
+    ans = console_command(pty, "status")
+    c.ok("b-console-status", "Done" in ans and "frames" in ans.lower(),
+         f"text console 'status' on {pty}: {ans.strip()[:400]!r}")
+    # radard in its sandbox reads the card's clock (DeviceAllow=char-ptp r,
+    # group radar) and the system clock's state (adjtimex allowed):
+    # no PTP network here, so the card runs free.
+    p = subprocess.run([args.radarctl, "--port", pty, "--timeout", "10", "--json", "time"],
+                       capture_output=True, text=True, timeout=60)
+    try:
+        t = json.loads(p.stdout)
+    except ValueError:
+        t = {}
+    c.ok("b-radarctl-time", p.returncode == 0 and t.get("source") == "card-clock" and
+         str(t.get("clock", "")).startswith("/dev/ptp") and t.get("read_errors") == 0 and
+         t.get("system_synchronised") is not None and t.get("quality") == "FreeRunning" and
+         t.get("offset_ns") is not None,
+         f"radarctl time: exit {p.returncode}: {(p.stdout + p.stderr)[:400]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shell", required=True)
@@ -450,28 +476,18 @@ def run_checks(c, args, cfg, eff, shell, udp):
         if not pty:
             c.record("b-radarctl-status", "FAIL", "QEMU named no pty for the header UART")
         else:
-            p = subprocess.run([args.radarctl, "--port", pty, "--timeout", "10", "status"], capture_output=True,
-                               text=True, timeout=60)
-            c.ok("b-radarctl-status", p.returncode == 0 and "frames" in p.stdout.lower(),
-                 f"radarctl --port {pty} status: exit {p.returncode}: {(p.stdout + p.stderr)[:400]} "
-                 f"(guest {diag} -> {link}, a udev rule of the test)")
-            ans = console_command(pty, "status")
-            c.ok("b-console-status", "Done" in ans and "frames" in ans.lower(),
-                 f"text console 'status' on {pty}: {ans.strip()[:400]!r}")
-            # radard in its sandbox reads the card's clock (DeviceAllow=char-ptp r,
-            # group radar) and the system clock's state (adjtimex allowed):
-            # no PTP network here, so the card runs free.
-            p = subprocess.run([args.radarctl, "--port", pty, "--timeout", "10", "--json", "time"],
-                               capture_output=True, text=True, timeout=60)
+            # The pty held open for the whole section: QEMU's pty backend
+            # drops the guest's output while no one has the pty open, and
+            # notices a new opener only on its next poll (up to a second),
+            # so an answer written right after radarctl opened the pty could
+            # be lost (radarctl then waited out its timeout). The holder
+            # never reads. A real UART has no such gap.
+            hold = os.open(pty, os.O_RDWR | os.O_NOCTTY)
+            time.sleep(1.5)
             try:
-                t = json.loads(p.stdout)
-            except ValueError:
-                t = {}
-            c.ok("b-radarctl-time", p.returncode == 0 and t.get("source") == "card-clock" and
-                 str(t.get("clock", "")).startswith("/dev/ptp") and t.get("read_errors") == 0 and
-                 t.get("system_synchronised") is not None and t.get("quality") == "FreeRunning" and
-                 t.get("offset_ns") is not None,
-                 f"radarctl time: exit {p.returncode}: {(p.stdout + p.stderr)[:400]}")
+                b_link_checks(c, args, pty, diag, link)
+            finally:
+                os.close(hold)
 
     # --- a. ASTERIX to the host's loopback ----------------------------------------------
     sinks = eff.get("sink", [])
