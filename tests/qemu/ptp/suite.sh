@@ -30,7 +30,9 @@
 #    card on a PPS whose edges come at the whole seconds of CLOCK_REALTIME
 #    (p2p-suite pps-pulser, standing in for a GNSS receiver and its NMEA):
 #    it reaches its locked state (s2), with offsets as large as the edges
-#    were late (a guest's wake-up under emulation on a loaded host).
+#    were late (a guest's wake-up under emulation on a loaded host). A run
+#    whose edges came more than 1 ms late (the configuration's step
+#    threshold) and did not lock is tried again, three runs at most.
 #
 # 7. The module unloads under a process that holds the card's clock open
 #    (phc2sys would): the old clock answers ENODEV, and a reload registers a
