@@ -230,15 +230,8 @@ impl Client {
     fn next_frame(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>, LinkError> {
         let mut buf = [0u8; 1024];
         loop {
-            if let Some(end) = self.rx.iter().position(|&b| b == 0) {
-                let mut frame: Vec<u8> = self.rx.drain(..=end).collect();
-                frame.pop();
-                // Bytes that are no valid frame (noise on the line) are skipped.
-                if let Some(n) = diag_proto::cobs::decode_in_place(&mut frame) {
-                    frame.truncate(n);
-                    return Ok(Some(frame));
-                }
-                continue;
+            if let Some(frame) = take_frame(&mut self.rx) {
+                return Ok(Some(frame));
             }
             if Instant::now() >= deadline {
                 return Ok(None);
@@ -261,5 +254,108 @@ impl Client {
                 }
             }
         }
+    }
+}
+
+/// Takes the next frame out of `rx` (bytes as read from the line), decoded,
+/// or None when no complete one is there; bytes that are no frame are
+/// dropped. A frame can arrive glued to stray bytes before it (the text
+/// console's prompt, written after its answer, can reach the line after the
+/// client emptied its input on opening; noise on the line): without a 0
+/// between them, the stray bytes and the frame read as one bad frame. So
+/// where the bytes up to a 0 are no frame of this protocol (a header of one
+/// of its keys), the frame is looked for at each later start.
+fn take_frame(rx: &mut Vec<u8>) -> Option<Vec<u8>> {
+    while let Some(end) = rx.iter().position(|&b| b == 0) {
+        let chunk: Vec<u8> = rx.drain(..=end).take(end).collect();
+        for start in 0..chunk.len() {
+            let mut frame = chunk[start..].to_vec();
+            let Some(n) = diag_proto::cobs::decode_in_place(&mut frame) else {
+                continue;
+            };
+            frame.truncate(n);
+            if is_ours(&frame) {
+                return Some(frame);
+            }
+        }
+    }
+    None
+}
+
+/// A frame whose header names a key this protocol sends: a response of one
+/// of its endpoints, its error, or one of its topics.
+fn is_ours(frame: &[u8]) -> bool {
+    let Some((hdr, _)) = split_frame(frame) else {
+        return false;
+    };
+    let VarKey::Key8(key) = hdr.key else {
+        return false;
+    };
+    key == ERROR_KEY
+        || ENDPOINTS.iter().any(|(_, _, resp)| *resp == key)
+        || TOPICS_OUT.iter().any(|(_, k)| *k == key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wire(seq: u32) -> Vec<u8> {
+        let mut w = [0u8; MAX_WIRE_FRAME];
+        let info = VersionInfo {
+            protocol: PROTOCOL_VERSION,
+            oldest_supported: OLDEST_SUPPORTED,
+            radard: Text::truncate_from("test"),
+        };
+        let n = encode_frame(
+            VersionEndpoint::RESP_KEY,
+            VarSeq::Seq4(seq),
+            &VarKey::Key8(VersionEndpoint::RESP_KEY),
+            &info,
+            &mut w,
+        )
+        .expect("encode");
+        w[..n].to_vec()
+    }
+
+    fn seq_of(frame: &[u8]) -> VarSeq {
+        split_frame(frame).expect("a header").0.seq_no
+    }
+
+    #[test]
+    fn a_frame_after_stray_bytes_is_still_found() {
+        let clean = wire(7);
+        assert_eq!(*clean.last().expect("bytes"), 0, "frames end with their 0");
+        // The console's prompt, a run of printable text, a byte that reads as
+        // a long COBS run: each glued to the front of the frame.
+        for junk in [&b"> "[..], b"status frames=1234 ", b" ", b"\xff\x01"] {
+            let mut rx = junk.to_vec();
+            rx.extend_from_slice(&clean);
+            let f = take_frame(&mut rx).unwrap_or_else(|| panic!("frame after {junk:?}"));
+            assert_eq!(seq_of(&f), VarSeq::Seq4(7), "after {junk:?}");
+            assert!(rx.is_empty());
+        }
+    }
+
+    #[test]
+    fn frames_come_out_in_order_and_noise_alone_gives_none() {
+        let mut rx = b"noise\0".to_vec();
+        rx.extend_from_slice(&wire(1));
+        rx.extend_from_slice(b"> ");
+        rx.extend_from_slice(&wire(2));
+        rx.extend_from_slice(&wire(3)[..4]);
+        assert_eq!(
+            take_frame(&mut rx).map(|f| seq_of(&f)),
+            Some(VarSeq::Seq4(1))
+        );
+        assert_eq!(
+            take_frame(&mut rx).map(|f| seq_of(&f)),
+            Some(VarSeq::Seq4(2))
+        );
+        assert_eq!(take_frame(&mut rx), None, "the third is not complete yet");
+        assert_eq!(rx, wire(3)[..4].to_vec(), "its bytes wait for the rest");
+        let mut noise = b"\x05abc\0\x02\0".to_vec();
+        assert_eq!(take_frame(&mut noise), None);
+        assert!(noise.is_empty());
     }
 }
