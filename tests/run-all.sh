@@ -14,7 +14,7 @@ bash scripts/setup.sh || { echo "run-all: setup failed" >&2; exit 1; }
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 
 mkdir -p target/test-logs
-declare -a names results times
+declare -a names results times logs
 failed=0
 
 wanted() {
@@ -44,7 +44,7 @@ step() {
 	if [ -n "$lane_file" ]; then
 		printf '%s %s %s %s\n' "$name" "$result" "$((SECONDS - t0))" "$log" >>"$lane_file"
 	else
-		names+=("$name"); results+=("$result"); times+=($((SECONDS - t0)))
+		names+=("$name"); results+=("$result"); times+=($((SECONDS - t0))); logs+=("$log")
 		[ "$rc" -eq 0 ] || failed=1
 	fi
 }
@@ -69,7 +69,7 @@ lanes() {
 		while read -r name result secs log; do
 			echo "--- $name ($result in $secs s): $log"
 			cat "$log"
-			names+=("$name"); results+=("$result"); times+=("$secs")
+			names+=("$name"); results+=("$result"); times+=("$secs"); logs+=("$log")
 			[ "$result" = PASS ] || failed=1
 		done <"$f"
 		rm -f "$f"
@@ -164,6 +164,18 @@ echo "Summary ($top)"
 printf '  %-20s %-9s %6s\n' step result seconds
 for i in "${!names[@]}"; do
 	printf '  %-20s %-9s %6s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
+done
+# Why each failed step failed, from its log, at the end where a reader of
+# the run's last lines sees it: the failing checks, suites and tests, and
+# the panics with the two lines after (the assertion's message), a QEMU
+# suite's detail line.
+for i in "${!names[@]}"; do
+	[ "${results[$i]}" = PASS ] && continue
+	echo "--- ${names[$i]} ${results[$i]} (whole log: ${logs[$i]}):"
+	grep -E -A2 'panicked at' "${logs[$i]}" | head -n 24 | cut -c1-400
+	grep -E -A1 '^  FAIL ' "${logs[$i]}" | head -n 12 | cut -c1-600
+	grep -E '(^|[^A-Za-z])(FAIL|not ok|failed:)' "${logs[$i]}" |
+		grep -Ev '(^| )0 failed|FAIL: 0' | tail -n 24 | cut -c1-400
 done
 [ "$failed" -eq 0 ] && echo "all steps passed" || echo "SOME STEPS FAILED"
 exit "$failed"
