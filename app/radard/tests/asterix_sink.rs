@@ -29,14 +29,8 @@ fn asterix_records_match_the_jsonl_detections() {
         ),
     );
     let jsonl = dir.join("d.jsonl");
-    let receiver = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        let mut buf = [0u8; 2048];
-        while let Ok(n) = rx.recv(&mut buf) {
-            got.push(buf[..n].to_vec());
-        }
-        got
-    });
+    let mut buf = [0u8; 2048];
+    let receiver = receive(move || rx.recv(&mut buf).ok().map(|n| buf[..n].to_vec()));
     let out = radard()
         .args([
             "--no-rt",
@@ -58,7 +52,7 @@ fn asterix_records_match_the_jsonl_detections() {
     let text = show(&out);
     // 3: deadline misses on a loaded machine, not this test's subject.
     assert!(matches!(out.status.code(), Some(0 | 3)), "{text}");
-    let datagrams = receiver.join().expect("receiver");
+    let datagrams = receiver.after_exit();
 
     let frames: Vec<serde_json::Value> = std::fs::read_to_string(&jsonl)
         .expect("jsonl")

@@ -110,22 +110,9 @@ fn one_run(attempt: u32) -> Run {
     // 2 ms chunks x 4 = 8 ms frames.
     let cfg = config(&dir, SMALL_GEOMETRY);
     let addr = rx.local_addr().expect("addr");
-    // Receives until radard has exited and the socket has been quiet for a
-    // read timeout (a slow start on a loaded machine loses nothing).
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let exited = done.clone();
-    let receiver = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        let mut buf = vec![0u8; 70_000];
-        loop {
-            match recv_stamped(&rx, &mut buf) {
-                Some((n, t)) => got.push((t, buf[..n].to_vec())),
-                None if exited.load(std::sync::atomic::Ordering::Acquire) => break,
-                None => {}
-            }
-        }
-        got
-    });
+    let mut buf = vec![0u8; 70_000];
+    let receiver =
+        receive(move || recv_stamped(&rx, &mut buf).map(|(n, t)| (t, buf[..n].to_vec())));
     let stats = dir.join("stats.json");
     let out = radard()
         .args(["--no-rt", "--backend", "cpu", "--print-every", "0"])
@@ -138,11 +125,10 @@ fn one_run(attempt: u32) -> Run {
         .arg(format!("udp:{addr}"))
         .output()
         .expect("run radard");
-    done.store(true, std::sync::atomic::Ordering::Release);
     let text = show(&out);
     // 3: deadline misses on a loaded machine; the times are still checked.
     assert!(matches!(out.status.code(), Some(0 | 3)), "{text}");
-    let lines = receiver.join().expect("receiver");
+    let lines = receiver.after_exit();
     // The clock thread looked at the frames' clock every second of the
     // run (4 s of frames), and the summary says what it found.
     let t = &summary(&stats)["time"];

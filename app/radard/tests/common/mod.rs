@@ -108,3 +108,39 @@ pub fn run_with_summary(
     let s = summary(stats);
     (out, text, s)
 }
+
+/// A thread that receives what radard sends (datagrams) until told radard
+/// has exited. `recv` returns None when a read timed out: the receiver
+/// keeps waiting while radard runs (a slow start on a loaded or emulated
+/// machine loses nothing) and stops at the first quiet read after.
+pub struct Received<T> {
+    exited: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<T>>,
+}
+
+pub fn receive<T: Send + 'static>(
+    mut recv: impl FnMut() -> Option<T> + Send + 'static,
+) -> Received<T> {
+    let exited = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = exited.clone();
+    let thread = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        loop {
+            match recv() {
+                Some(v) => got.push(v),
+                None if seen.load(std::sync::atomic::Ordering::Acquire) => return got,
+                None => {}
+            }
+        }
+    });
+    Received { exited, thread }
+}
+
+impl<T> Received<T> {
+    /// Call once radard has exited: what arrived.
+    pub fn after_exit(self) -> Vec<T> {
+        self.exited
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.thread.join().expect("receiver thread")
+    }
+}
