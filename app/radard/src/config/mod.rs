@@ -591,7 +591,7 @@ mod tests {
             ),
             (
                 "[[sink]]\nkind = \"asterix\"",
-                "sink[0].address: a asterix sink needs an address",
+                "sink[0].address: a sink of kind = \"asterix\" needs an address",
             ),
             (
                 "[[sink]]\nkind = \"asterix\"\naddress = \"127.0.0.1:8600\"\nmax_datagram = 23",

@@ -313,18 +313,21 @@ impl SinkTable {
         if kind != SinkKind::Jsonl && (self.rotate_bytes.is_some() || self.keep.is_some()) {
             return Err(bad(
                 "rotate_bytes",
-                format!("a {name} sink does not rotate"),
+                format!("a sink of kind = \"{name}\" does not rotate"),
             ));
         }
         match (kind, &self.address) {
             (SinkKind::Udp | SinkKind::Asterix, None) => {
                 return Err(bad(
                     "address",
-                    format!("a {name} sink needs an address (host:port)"),
+                    format!("a sink of kind = \"{name}\" needs an address (host:port)"),
                 ));
             }
             (SinkKind::Jsonl | SinkKind::Fpga, Some(_)) => {
-                return Err(bad("address", format!("a {name} sink takes no address")));
+                return Err(bad(
+                    "address",
+                    format!("a sink of kind = \"{name}\" takes no address"),
+                ));
             }
             _ => {}
         }
