@@ -4,8 +4,8 @@
 //! on some frames, a rotating jsonl sink and a udp sink on. The run must end
 //! cleanly (no panic, exit 0 or 3), the ledger must close (produced =
 //! processed + dropped by reason) with every injected fault accounted for,
-//! and the resident memory at the end must be within 1 MiB of that after
-//! warm-up. Meant for a release build (`cargo test --release`); the frame
+//! and the resident memory at the end must not exceed that after warm-up by
+//! more than 1 MiB. Meant for a release build (`cargo test --release`); the frame
 //! count can be lowered with RADARD_SOAK_FRAMES for a quick look.
 
 mod common;
@@ -152,8 +152,11 @@ address = "127.0.0.1:{port}"
         end as i64 - warm as i64,
         s["loop_cpu_us_per_frame"]
     );
+    // Growth is what a leak would show. Resident memory may also shrink
+    // (pages handed back, or under qemu-user the emulator's own memory):
+    // that is no leak.
     assert!(
-        end.abs_diff(warm) <= 1024,
-        "resident memory moved by more than 1 MiB: {warm} -> {end} KiB"
+        end <= warm + 1024,
+        "resident memory grew by more than 1 MiB: {warm} -> {end} KiB"
     );
 }
