@@ -268,8 +268,12 @@ impl Client {
 fn take_frame(rx: &mut Vec<u8>) -> Option<Vec<u8>> {
     while let Some(end) = rx.iter().position(|&b| b == 0) {
         let chunk: Vec<u8> = rx.drain(..=end).take(end).collect();
-        for start in 0..chunk.len() {
-            let mut frame = chunk[start..].to_vec();
+        // A frame is the chunk's tail, and no frame is longer than
+        // MAX_WIRE_FRAME: a long run of noise costs no more than that.
+        let mut frame = Vec::with_capacity(MAX_WIRE_FRAME);
+        for start in chunk.len().saturating_sub(MAX_WIRE_FRAME)..chunk.len() {
+            frame.clear();
+            frame.extend_from_slice(&chunk[start..]);
             let Some(n) = diag_proto::cobs::decode_in_place(&mut frame) else {
                 continue;
             };
@@ -354,6 +358,19 @@ mod tests {
         );
         assert_eq!(take_frame(&mut rx), None, "the third is not complete yet");
         assert_eq!(rx, wire(3)[..4].to_vec(), "its bytes wait for the rest");
+        // A long run of noise before a frame (the client keeps up to 64 KiB).
+        let mut rx: Vec<u8> = (0..60_000u32).map(|i| (i % 251 + 1) as u8).collect();
+        rx.extend_from_slice(&wire(4));
+        let t0 = std::time::Instant::now();
+        assert_eq!(
+            take_frame(&mut rx).map(|f| seq_of(&f)),
+            Some(VarSeq::Seq4(4))
+        );
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            t0.elapsed()
+        );
         let mut noise = b"\x05abc\0\x02\0".to_vec();
         assert_eq!(take_frame(&mut noise), None);
         assert!(noise.is_empty());
