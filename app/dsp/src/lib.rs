@@ -23,6 +23,7 @@ pub mod framefile;
 pub mod refine;
 pub mod scene;
 pub mod select;
+pub mod spectra;
 pub mod window;
 
 pub use backend::{

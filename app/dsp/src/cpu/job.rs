@@ -14,6 +14,7 @@ use rustfft::Fft;
 use rustfft::num_complex::Complex32;
 
 use crate::config::SAMPLE_BYTES;
+use crate::spectra::round_stored_complex;
 
 /// Range bins per Doppler-stage block: 8 x 256 complex = 16 KiB, in L1.
 const DOPPLER_BLOCK: usize = 8;
@@ -238,7 +239,8 @@ fn convert_and_window(src: &[u8], window: &[f32], dst: &mut [Complex32]) {
 /// values of each used) into `turned`, `[r][l]` with rows of `nl`:
 /// `turned[r * nl + t] = tile[t * stride + r]` (`turned` starts at the
 /// tile's first loop), a run of tile-many loops per range bin, times
-/// `window[t]` when given (the tile's part of the Doppler window).
+/// `window[t]` when given (the tile's part of the Doppler window), rounded
+/// as the spectra are stored ([`crate::spectra::round_stored`]).
 #[inline(never)]
 fn corner_turn(
     tile: &[Complex32],
@@ -264,6 +266,9 @@ fn corner_turn(
                         *v *= w;
                     }
                 }
+                for v in row.iter_mut() {
+                    *v = round_stored_complex(*v);
+                }
             }
             for (k, chunk) in turned[r0 * nl + t0..].chunks_mut(nl).take(TURN).enumerate() {
                 let out: &mut [Complex32; TURN] = match chunk.first_chunk_mut() {
@@ -278,10 +283,10 @@ fn corner_turn(
     }
     let turn_one = |turned: &mut [Complex32], r: usize, t: usize| {
         let v = tile[t * stride + r];
-        turned[r * nl + t] = match window {
+        turned[r * nl + t] = round_stored_complex(match window {
             Some(w) => v * w[t],
             None => v,
-        };
+        });
     };
     for r in 0..ns {
         let from = if r < ns_blocked { loops_blocked } else { 0 };
@@ -354,7 +359,11 @@ mod tests {
                         let got = turned[r * nl + t];
                         if t < loops {
                             let v = tile[t * stride + r] * w.map_or(1.0, |w| w[t]);
-                            assert_eq!(got, v, "loops {loops} ns {ns} r {r} t {t}");
+                            assert_eq!(
+                                got,
+                                round_stored_complex(v),
+                                "loops {loops} ns {ns} r {r} t {t}"
+                            );
                         } else {
                             assert!(got.re.is_nan(), "wrote past the tile: r {r} t {t}");
                         }

@@ -8,14 +8,16 @@
 // Buffers (all device memory unless noted):
 //   frame  int16 I/Q [chirp m][rx j][sample n], the ring slot (mapped host
 //          memory read over PCIe on a discrete GPU, DRAM on Orin).
-//   x      complex float [p][r][l]: after the range FFT, channel p (= i *
-//          N_RX + j for chirp m = l * N_TX + i), range bin r, loop l; the
+//   x      the range spectra [p][r][l]: after the range FFT, channel p (=
+//          i * N_RX + j for chirp m = l * N_TX + i), range bin r, loop l; the
 //          Doppler window and its (-1)^l (the fftshift) already applied
 //          unless clutter removal is on. Column (p, r) is contiguous: the
 //          Doppler FFT reads it in one piece, and a detection's angle
 //          snapshot reads 16 such columns. The Doppler spectra are never
 //          stored: doppler_power keeps only the power map, and refine_output
 //          computes a detection's snapshot from x again (one DFT bin).
+//          Stored spectra (spec step 1): each float32 component rounded to
+//          16 significant bits, 6 bytes a value in two planes (x_store).
 //   pmap   float [r][d], the non-coherently integrated power map (range-
 //          major: doppler_power writes a range bin's row in one piece).
 //   state  u32[4]: [0] candidate count (reset by doppler_power).
@@ -37,12 +39,14 @@
 // as the chunk lands (a chunk is whole chirps); after the frame completes
 // only the last chunk's and the rest of the chain remain.
 
+typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
 #define N_VIRT (N_TX * N_RX)
 #define N_CHIRPS (N_TX * N_LOOPS)
 #define N_CELLS (N_LOOPS * N_SAMPLES)
+#define X_CELLS ((size_t)N_VIRT * N_SAMPLES * N_LOOPS)
 // Half-widths of the CFAR window (guard plus training) in each dimension.
 #define WIN_D (GUARD_D + TRAIN_D)
 #define WIN_R (GUARD_R + TRAIN_R)
@@ -92,6 +96,39 @@ __device__ __forceinline__ void pdl_release_dependents()
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+// --- The stored range spectra ---------------------------------------------
+// Spec step 1 stores each component of a range spectrum value rounded to
+// nearest (ties to even) at 16 significant bits: the float32's sign,
+// exponent and top 15 fraction bits, 24 bits in all, exactly what
+// radar_dsp::spectra::round_stored does on the CPU. x holds them in two
+// planes, so that every access is a plain aligned load or store: x[i] (u32)
+// the top 16 bits of re and of im (re in the low half), then after X_CELLS
+// of those the next 8 bits of each (u16: re in the low byte). 6 bytes a
+// value instead of 8: the chain's largest buffer, written once and read
+// once a frame, is 6 MiB at the default geometry.
+__device__ __forceinline__ u32 round_stored(float f)
+{
+    const u32 u = __float_as_uint(f);
+    return (u + 0x7fu + ((u >> 8) & 1u)) & 0xffffff00u;
+}
+
+__device__ __forceinline__ void x_store(u32 *x, size_t i, float2 v)
+{
+    const u32 re = round_stored(v.x);
+    const u32 im = round_stored(v.y);
+    x[i] = (re >> 16) | (im & 0xffff0000u);
+    ((u16 *)(x + X_CELLS))[i] = (u16)(((re >> 8) & 0xffu) | (im & 0xff00u));
+}
+
+// x comes from an earlier kernel: L2 loads, not the read-only path.
+__device__ __forceinline__ float2 x_load(const u32 *x, size_t i)
+{
+    const u32 h = __ldcg(&x[i]);
+    const u32 l = __ldcg(&((const u16 *)(x + X_CELLS))[i]);
+    return make_float2(__uint_as_float((h << 16) | ((l & 0xffu) << 8)),
+                       __uint_as_float((h & 0xffff0000u) | (l & 0xff00u)));
 }
 
 // --- FFTs ----------------------------------------------------------------
@@ -284,7 +321,7 @@ __device__ __forceinline__ void fft256_regs(float2 v[16], float2 *sq, const floa
 #define RANGE_ROW_STRIDE 273
 
 extern "C" __global__ void __launch_bounds__(RANGE_THREADS)
-range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
+range_fft(const uint2 *__restrict__ frame, u32 *__restrict__ x,
           const float *__restrict__ w_range, const float *__restrict__ w_doppler,
           const float2 *__restrict__ tw_range, u64 chirp_begin, u64 chirp_end, u64 *stamp)
 {
@@ -349,12 +386,12 @@ range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
     }
     __syncthreads();
     const u32 valid = l_end > l0 ? min((u32)RANGE_ROWS, l_end - l0) : 0u;
-    float2 *dst = x + (size_t)p * 256 * N_LOOPS + l0;
+    const size_t dst = (size_t)p * 256 * N_LOOPS + l0;
     for (u32 e = threadIdx.x; e < 256 * RANGE_ROWS; e += RANGE_THREADS) {
         const u32 r = e / RANGE_ROWS;
         const u32 rr = e % RANGE_ROWS;
         if (rr < valid) {
-            dst[(size_t)r * N_LOOPS + rr] = buf[rr * RANGE_ROW_STRIDE + r];
+            x_store(x, dst + (size_t)r * N_LOOPS + rr, buf[rr * RANGE_ROW_STRIDE + r]);
         }
     }
 }
@@ -366,7 +403,7 @@ range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
 #define RANGE_PAIRS_PER_THREAD (N_SAMPLES / 2 / RANGE_T)
 
 extern "C" __global__ void __launch_bounds__(RANGE_THREADS)
-range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
+range_fft(const uint2 *__restrict__ frame, u32 *__restrict__ x,
           const float *__restrict__ w_range, const float *__restrict__ w_doppler,
           const float2 *__restrict__ tw_range, u64 chirp_begin, u64 chirp_end, u64 *stamp)
 {
@@ -420,12 +457,12 @@ range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
     // x[p][r][l0 .. l0 + RANGE_ROWS): consecutive threads take consecutive
     // loops of one range bin, then the next bin.
     const u32 valid = l_end > l0 ? min((u32)RANGE_ROWS, l_end - l0) : 0u;
-    float2 *dst = x + (size_t)p * N_SAMPLES * N_LOOPS + l0;
+    const size_t dst = (size_t)p * N_SAMPLES * N_LOOPS + l0;
     for (u32 e = threadIdx.x; e < N_SAMPLES * RANGE_ROWS; e += RANGE_THREADS) {
         const u32 r = e / RANGE_ROWS;
         const u32 rr = e % RANGE_ROWS;
         if (rr < valid) {
-            dst[(size_t)r * N_LOOPS + rr] = buf[rr][r];
+            x_store(x, dst + (size_t)r * N_LOOPS + rr, buf[rr][r]);
         }
     }
 }
@@ -453,7 +490,7 @@ range_fft(const uint2 *__restrict__ frame, float2 *__restrict__ x,
 #define DOPPLER_COL_STRIDE 273
 
 extern "C" __global__ void __launch_bounds__(DOPPLER_THREADS)
-doppler_power(const float2 *x, float *__restrict__ pmap, u32 *__restrict__ state,
+doppler_power(const u32 *x, float *__restrict__ pmap, u32 *__restrict__ state,
               const float2 *__restrict__ tw_doppler, const float *__restrict__ w_clutter)
 {
     __shared__ float2 buf[DOPPLER_COLS * DOPPLER_COL_STRIDE];
@@ -475,11 +512,10 @@ doppler_power(const float2 *x, float *__restrict__ pmap, u32 *__restrict__ state
         const u32 p = p0 + col;
         const bool active = col < DOPPLER_COLS && p < N_VIRT;
         float2 v[16];
-        const float2 *src = x + ((size_t)(active ? p : 0) * N_SAMPLES + r) * 256;
-        // x comes from the kernel ahead (L2 loads, not the read-only path).
+        const size_t src = ((size_t)(active ? p : 0) * N_SAMPLES + r) * 256;
 #pragma unroll
         for (int n1 = 0; n1 < 16; ++n1) {
-            v[n1] = active ? __ldcg(&src[16 * n1 + t]) : make_float2(0.0f, 0.0f);
+            v[n1] = active ? x_load(x, src + 16 * n1 + t) : make_float2(0.0f, 0.0f);
         }
 #if CLUTTER
         // The column's mean over l (double, over the group's 16 lanes),
@@ -537,7 +573,7 @@ doppler_power(const float2 *x, float *__restrict__ pmap, u32 *__restrict__ state
 #define DOPPLER_THREADS (DOPPLER_FFT_THREADS > N_LOOPS ? DOPPLER_FFT_THREADS : N_LOOPS)
 
 extern "C" __global__ void __launch_bounds__(DOPPLER_THREADS)
-doppler_power(const float2 *x, float *__restrict__ pmap, u32 *__restrict__ state,
+doppler_power(const u32 *x, float *__restrict__ pmap, u32 *__restrict__ state,
               const float2 *__restrict__ tw_doppler, const float *__restrict__ w_clutter)
 {
     __shared__ float2 buf[DOPPLER_COLS][N_LOOPS];
@@ -563,15 +599,12 @@ doppler_power(const float2 *x, float *__restrict__ pmap, u32 *__restrict__ state
         const u32 p = p0 + col;
         const bool active = fft_thread && p < N_VIRT;
         if (active) {
-            // Column (p, r): N_LOOPS contiguous values; x comes from the
-            // kernel ahead of this one (L2 loads, not the read-only path).
-            const float4 *src = (const float4 *)(x + ((size_t)p * N_SAMPLES + r) * N_LOOPS);
+            // Column (p, r): N_LOOPS contiguous values.
+            const size_t src = ((size_t)p * N_SAMPLES + r) * N_LOOPS;
 #pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const u32 e = t + q * DOPPLER_T; // pairs of loops
-                const float4 v = __ldcg(&src[e]);
-                buf[col][2 * e] = make_float2(v.x, v.y);
-                buf[col][2 * e + 1] = make_float2(v.z, v.w);
+            for (int q = 0; q < 4; ++q) {
+                const u32 l = t + q * DOPPLER_T;
+                buf[col][l] = x_load(x, src + l);
             }
         }
 #if CLUTTER
@@ -1001,7 +1034,7 @@ __device__ __forceinline__ float2 warp_sum(float2 v)
 // then warp 0 does the rest.
 extern "C" __global__ void __launch_bounds__(REFINE_WARPS * 32)
 refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
-              const u32 *__restrict__ keys, const float2 *x, const float2 *__restrict__ tdm,
+              const u32 *__restrict__ keys, const u32 *x, const float2 *__restrict__ tdm,
               const float2 *__restrict__ tw_doppler, const float2 *__restrict__ tw_angle,
               const float *__restrict__ w_clutter, OutHeader *out_header, GpuDetection *out_det,
               double range_bin_m, double velocity_bin_mps)
@@ -1043,11 +1076,11 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
 #pragma unroll
     for (u32 c = 0; c < SNAP_CH_PER_WARP; ++c) {
         const u32 p = warp + c * REFINE_WARPS;
-        const float2 *col = x + ((size_t)(p < N_VIRT ? p : 0) * N_SAMPLES + r) * N_LOOPS;
+        const size_t col = ((size_t)(p < N_VIRT ? p : 0) * N_SAMPLES + r) * N_LOOPS;
 #pragma unroll
         for (u32 j = 0; j < SNAP_PER_LANE; ++j) {
             const u32 l = lane + 32 * j;
-            v[c][j] = l < N_LOOPS ? __ldcg(&col[l]) : make_float2(0.0f, 0.0f);
+            v[c][j] = l < N_LOOPS ? x_load(x, col + l) : make_float2(0.0f, 0.0f);
         }
     }
     u32 kv[KEYS_PER_THREAD];

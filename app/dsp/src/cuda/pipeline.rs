@@ -11,6 +11,7 @@ use crate::cfar::CfarTables;
 use crate::config::ChainConfig;
 use crate::detection::{Detection, Detections};
 use crate::error::DspError;
+use crate::spectra::PACKED_BYTES;
 use crate::window::hann_periodic;
 
 use cuda_mem::{DeviceMemory, MappedHostBuffer, Mapping, cuda_err};
@@ -164,7 +165,8 @@ struct Kernels {
 }
 
 struct Buffers {
-    /// Range spectra [p][r][l] (kernels.cu).
+    /// Range spectra [p][r][l], stored in two planes of 4 and 2 bytes a
+    /// value (kernels.cu, `x_store`).
     x: DeviceMemory,
     /// The power map [r][d].
     pmap: DeviceMemory,
@@ -402,7 +404,7 @@ impl Pipeline {
         };
         let cfar = CfarTables::new(cfg)?;
         let bufs = Buffers {
-            x: DeviceMemory::zeroed(&ctx, n_x * 8)?,
+            x: DeviceMemory::zeroed(&ctx, n_x * PACKED_BYTES)?,
             pmap: DeviceMemory::zeroed(&ctx, n_cells * 4)?,
             cand: DeviceMemory::zeroed(&ctx, n_cells * CANDIDATE_BYTES)?,
             state: DeviceMemory::zeroed(&ctx, 16)?,

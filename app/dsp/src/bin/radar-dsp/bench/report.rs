@@ -2,6 +2,7 @@
 //! main ones in its table.
 
 use radar_dsp::cuda::StageTiming;
+use radar_dsp::spectra::PACKED_BYTES;
 use radar_dsp::{BackendKind, ChainConfig};
 use radar_stats::LatencyStats;
 use serde::Serialize;
@@ -23,9 +24,10 @@ pub struct StageStats {
 pub struct Floors {
     /// The frame, read once (the least any implementation must move).
     pub input_bytes: usize,
-    /// What this chain moves through device memory per frame, counted per
-    /// stage from the buffer sizes (each stage reads its inputs once and
-    /// writes its outputs once).
+    /// What the CUDA backend's fused chain moves through device memory per
+    /// frame at the least, from the buffer sizes: the frame read, the
+    /// packed range spectra written and read, the power map written and
+    /// read (docs/processing-chain.md, section 9).
     pub chain_bytes: usize,
     /// Floating-point operations of the FFTs (5 N log2 N per transform) and
     /// the power sum.
@@ -130,14 +132,9 @@ pub fn chain_floors(cfg: &ChainConfig) -> Floors {
     let g = &cfg.geometry;
     let samples = g.n_chirps() * g.n_rx * g.n_samples;
     let cells = g.n_loops * g.n_samples;
-    let complex = samples * 8;
     let input = g.frame_bytes();
-    let chain_bytes = input + complex // convert: read int16, write complex
-        + 2 * complex // range FFT in place
-        + if cfg.chain.clutter_removal { 2 * complex } else { 0 }
-        + 2 * complex // Doppler FFT in place
-        + complex + cells * 4 // power: read X, write P
-        + cells * 4; // CFAR: read P
+    let spectra = samples * PACKED_BYTES;
+    let chain_bytes = input + 2 * spectra + 2 * cells * 4;
     let log2 = |n: usize| n.trailing_zeros() as f64;
     let flops = 5.0 * g.n_samples as f64 * log2(g.n_samples) * (g.n_chirps() * g.n_rx) as f64
         + 5.0 * g.n_loops as f64 * log2(g.n_loops) * (g.n_virtual() * g.n_samples) as f64
