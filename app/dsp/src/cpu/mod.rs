@@ -4,7 +4,8 @@
 //! 1. for every loop `l`, chirp `m = l * N_tx + i`, RX `j`: int16 I/Q to
 //!    complex float32 without scaling, times the periodic Hann range window;
 //!    range FFT over the `N_s` samples (all bins kept): `R[l][r]`;
-//! 2. corner turn to `R[r][l]` (16 loops at a time, from an L1-sized tile,
+//! 2. corner turn to `R[r][l]`, each value rounded as the spectra are
+//!    stored ([`crate::spectra`]) (16 loops at a time, from an L1-sized tile,
 //!    as step 1 finishes them; steps 2 to 4 then run in place, 8 range bins
 //!    at a time); optional clutter removal: subtract the mean over `l`
 //!    (accumulated in float64, subtracted in float32);
