@@ -152,8 +152,13 @@ fn check_against_cpu(
     };
     worst.power_rel_norm = worst.power_rel_norm.max(norm);
     worst.power_rel_cell = worst.power_rel_cell.max(cell);
+    // Both backends store the range spectra rounded to 16 significant bits
+    // (radar_dsp::spectra): then only the few values their FFTs round to
+    // opposite sides differ, by 2^-16, and the maps agree within about
+    // 6e-7. A backend that stored them unrounded (or truncated) would
+    // differ by the rounding itself, several times 1e-6.
     assert!(
-        norm < 1e-5,
+        norm < 2e-6,
         "{what}: power map differs by {norm:e} (normwise)"
     );
     assert!(cell < 1e-2, "{what}: a power map cell differs by {cell:e}");
