@@ -964,12 +964,16 @@ fn gpu_triggered_frames_match_the_cpu_reference() {
         let chunks = cfg.geometry.chunks_per_frame;
         let mut cpu = CpuBackend::new(&cfg).expect("cpu backend");
         let opts = CudaOptions::parse(options).expect("options");
-        let mut gpu = CudaBackend::with_options(&cfg, &opts).expect("cuda backend");
+        // The ring before the backend: locals drop in reverse order, so
+        // when an assertion fails the backend (whose Drop cancels the work
+        // that waits on the ring) goes first, and the test fails instead of
+        // hanging in the ring's free.
         let slots = 4;
         let mut ring = TriggerRing::new(&cfg, slots);
+        let mut gpu = CudaBackend::with_options(&cfg, &opts).expect("cuda backend");
         gpu.prepare_slots(&ring.addrs()).expect("prepare slots");
-        // SAFETY: the ring outlives the armed backend's work: it is
-        // cancelled below before either is dropped.
+        // SAFETY: the ring outlives the armed backend and its work: it is
+        // cancelled below, or by the backend's Drop, before the ring drops.
         let line = unsafe { gpu.arm(&ring) }.expect("arm GPU-triggered mode");
         println!("{name}: armed: {line}");
         assert!(gpu.armed());
