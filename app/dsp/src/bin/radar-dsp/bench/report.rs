@@ -18,7 +18,7 @@ pub struct StageStats {
 }
 
 /// The two numbers that bound this geometry's chain from below: the bytes
-/// that must move (the frame, once) and the bytes this chain moves, each
+/// that must move (the frame, once) and the bytes the CUDA chain moves at the least, each
 /// over the device's bandwidth.
 #[derive(Clone, Debug, Serialize)]
 pub struct Floors {
@@ -363,7 +363,7 @@ pub fn table(r: &BenchReport) -> String {
     }
     let f = &r.floors;
     s.push_str(&format!(
-        "\nbytes: frame {:.2} MiB (the least that must move), this chain {:.2} MiB through device memory; {:.1} MFLOP\n",
+        "\nbytes: frame {:.2} MiB (the least that must move), the CUDA chain's floor {:.2} MiB through device memory; {:.1} MFLOP\n",
         f.input_bytes as f64 / 1048576.0,
         f.chain_bytes as f64 / 1048576.0,
         f.flops / 1e6
