@@ -17,9 +17,9 @@ pub struct StageStats {
     pub max_us: f64,
 }
 
-/// The two numbers that bound this geometry's chain from below: the bytes
-/// that must move (the frame, once) and the bytes the CUDA chain moves at the least, each
-/// over the device's bandwidth.
+/// The two numbers that bound this geometry's chain from below, each over
+/// the device's bandwidth: the bytes that must move (the frame, once) and
+/// the least the CUDA chain moves.
 #[derive(Clone, Debug, Serialize)]
 pub struct Floors {
     /// The frame, read once (the least any implementation must move).
