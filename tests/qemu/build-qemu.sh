@@ -143,17 +143,19 @@ fi
 log "building $want (a first build of the tree takes ~5 min on 2 cores, the other emulator ~3 more)"
 nice ninja -C "$build" -j"$(nproc)" "$want" >>"$cache/build.log" 2>&1 ||
 	{ grep -B2 -A12 'error' "$cache/build.log" | tail -n 40 >&2; die "building QEMU failed"; }
-# (-machine none: qemu-system-aarch64 has no default machine.)
-"$build/$want" -machine none -device help 2>/dev/null | grep -q '"radar-fpga-card"' ||
+# (-machine none: qemu-system-aarch64 has no default machine.) grep reads
+# each list to its end (no -q): under pipefail, a grep that stopped at the
+# first match could leave QEMU's write to a closed pipe failing the check.
+"$build/$want" -machine none -device help 2>/dev/null | grep '"radar-fpga-card"' >/dev/null ||
 	die "$want has no radar-fpga-card device"
-"$build/$want" -machine none -netdev help 2>/dev/null | grep -qx user ||
+"$build/$want" -machine none -netdev help 2>/dev/null | grep -x user >/dev/null ||
 	die "$want has no user-mode network (slirp)"
 if [ "$want" = qemu-system-aarch64 ]; then
 	# The arm64 guests' machine: virt with an SMMUv3 in front of its PCIe,
 	# whose recorded events run.sh traces.
-	"$build/$want" -machine virt,help 2>/dev/null | grep -q 'iommu=' ||
+	"$build/$want" -machine virt,help 2>/dev/null | grep 'iommu=' >/dev/null ||
 		die "$want's virt machine has no iommu= property"
-	"$build/$want" -machine none -trace help 2>/dev/null | grep -qx smmuv3_record_event ||
+	"$build/$want" -machine none -trace help 2>/dev/null | grep -x smmuv3_record_event >/dev/null ||
 		die "$want has no trace event smmuv3_record_event"
 fi
 # Beside the other emulator of the same inputs, if built; in place by rename.
