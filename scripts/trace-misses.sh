@@ -113,11 +113,19 @@ tail -n +1 -F --pid="$pid" "$out/radard.log" 2>/dev/null | {
 		esac
 	done
 }
-wait "$pid" || true
+rc=0
+wait "$pid" || rc=$?
 echo 0 >"$tr/tracing_on"
 cat "$tr/trace" >"$out/trace.txt"
 grep '^summary: \(policy\|latency\|thread\|steal\)' "$out/radard.log" || true
-[ -f "$out/stopped" ] || echo "trace-misses: fewer than $misses deadline misses; the table covers the run's last second"
+if [ ! -f "$out/stopped" ]; then
+	echo "trace-misses: fewer than $misses deadline misses; the table covers the run's last second"
+	# 124: the time limit (timeout's status); 3: misses at --frames N.
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 3 ]; then
+		tail -n 5 "$out/radard.log" >&2
+		echo "trace-misses: radard exited with status $rc" >&2
+	fi
+fi
 
 # Pair each step's entry and return per thread; 50 ms bins over the last second.
 gawk '
