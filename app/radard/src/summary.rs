@@ -122,7 +122,9 @@ pub struct Dropped {
     pub error: u64,
 }
 
-/// Nearest-rank percentiles of a latency, in ms (all 0 without samples).
+/// Nearest-rank percentiles of a latency, in ms (all 0 without samples):
+/// over the `samples` last frames the latency log kept; `max` over the
+/// whole run.
 #[derive(Debug, Default, Serialize)]
 pub struct LatencyMs {
     pub samples: usize,
@@ -195,6 +197,38 @@ impl From<Option<Percentiles<u64>>> for LatencyMs {
     }
 }
 
+impl LatencyMs {
+    /// The log's percentiles, with the largest latency of the whole run
+    /// (`run_max_ns`, which the loop keeps for every frame) as the max:
+    /// a frame older than the log still shows there.
+    fn of_run(log: Option<Percentiles<u64>>, run_max_ns: u64) -> Self {
+        let mut l = LatencyMs::from(log);
+        if l.samples > 0 {
+            l.max = l.max.max(run_max_ns as f64 / 1e6);
+        }
+        l
+    }
+}
+
+/// The summary's line for one latency of a run that processed `frames`.
+/// The log keeps the last frames only: the line says so when it did not
+/// hold them all.
+fn latency_line(what: &str, l: &LatencyMs, frames: u64, period_ms: Option<f64>) -> String {
+    let counted = if (l.samples as u64) < frames {
+        format!("percentiles of the last {} of {frames} frames", l.samples)
+    } else {
+        format!("{} frames", l.samples)
+    };
+    format!(
+        "summary: latency ms ({what}, {counted}): p50 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}{}",
+        l.p50,
+        l.p99,
+        l.p99_9,
+        l.max,
+        period_ms.map_or(String::new(), |p| format!("  (period {p:.3})"))
+    )
+}
+
 impl Summary {
     /// The summary of a run of `cfg`.
     pub fn new(cfg: &RadardConfig, r: &RunReport) -> Self {
@@ -249,8 +283,8 @@ impl Summary {
             sequence_errors: snap.sequence_errors,
             log_records_lost: snap.frame_lines_lost,
             frame_period_ms: cfg.frame_period().map(|p| p.as_secs_f64() * 1e3),
-            latency_ms: r.latency_ns.into(),
-            processing_ms: r.processing_ns.into(),
+            latency_ms: LatencyMs::of_run(r.latency_ns, snap.latency_max_ns),
+            processing_ms: LatencyMs::of_run(r.processing_ns, snap.processing_max_ns),
             loop_cpu_us_per_frame: (f.loop_cpu_frames > 0)
                 .then(|| f.loop_cpu_total_ns as f64 / 1e3 / f.loop_cpu_frames as f64),
             rss_warm_kib: f.rss_warm_kib,
@@ -401,14 +435,8 @@ impl fmt::Display for Summary {
         ] {
             writeln!(
                 out,
-                "summary: latency ms ({what}, {} frames): p50 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}{}",
-                l.samples,
-                l.p50,
-                l.p99,
-                l.p99_9,
-                l.max,
-                s.frame_period_ms
-                    .map_or(String::new(), |p| format!("  (period {p:.3})"))
+                "{}",
+                latency_line(what, l, s.frames, s.frame_period_ms)
             )?;
         }
         let kib = |v: Option<u64>| v.map_or("-".to_string(), |k| format!("{k} KiB"));
@@ -546,5 +574,28 @@ mod tests {
         );
         let none = LatencyMs::from(None);
         assert_eq!((none.samples, none.p50, none.max), (0, 0.0, 0.0));
+    }
+
+    /// A run longer than the latency log: the percentiles are the log's,
+    /// the max is the run's (a frame the log no longer holds), and the
+    /// line says which frames the percentiles cover.
+    #[test]
+    fn a_run_longer_than_the_log_says_so_and_keeps_its_max() {
+        let ns: Vec<u64> = (1..=4).map(|ms| ms * 1_000_000).collect();
+        let l = LatencyMs::of_run(Percentiles::of_sorted(&ns), 25_000_000);
+        assert_eq!((l.samples, l.p50, l.max), (4, 2.0, 25.0));
+        assert_eq!(
+            latency_line("event to detections", &l, 10, Some(8.0)),
+            "summary: latency ms (event to detections, percentiles of the last 4 of 10 frames): \
+             p50 2.000  p99 4.000  p99.9 4.000  max 25.000  (period 8.000)"
+        );
+        let whole = LatencyMs::of_run(Percentiles::of_sorted(&ns), 4_000_000);
+        assert_eq!(
+            latency_line("capture to detections", &whole, 4, None),
+            "summary: latency ms (capture to detections, 4 frames): \
+             p50 2.000  p99 4.000  p99.9 4.000  max 4.000"
+        );
+        // No frame: nothing to take the run's max from.
+        assert_eq!(LatencyMs::of_run(None, 7).max, 0.0);
     }
 }
