@@ -52,7 +52,7 @@ impl EventQueue {
         unsafe { *self.buf[(head & self.mask) as usize].get() = ev };
         self.head.store(head.wrapping_add(1), Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) {
-            futex_wake(&self.head);
+            futex::wake(&self.head);
         }
         true
     }
@@ -88,7 +88,9 @@ impl EventQueue {
                     self.sleeping.store(false, Ordering::SeqCst);
                     return None;
                 }
-                futex_wait(&self.head, head, deadline - now);
+                // Any end of the wait (woken, timed out, interrupted, moved
+                // already) comes back to the queue and the deadline.
+                let _ = futex::wait(&self.head, head, deadline - now);
             }
             self.sleeping.store(false, Ordering::SeqCst);
             if let Some(ev) = self.try_pop() {
@@ -107,7 +109,7 @@ impl EventQueue {
 
     /// Wakes a sleeping consumer without an event (used on stop).
     pub(crate) fn kick(&self) {
-        futex_wake(&self.head);
+        futex::wake(&self.head);
     }
 }
 
@@ -158,37 +160,6 @@ impl SlotFifo {
     pub(crate) fn reset(&self) {
         self.tail
             .store(self.head.load(Ordering::SeqCst), Ordering::SeqCst);
-    }
-}
-
-fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i32::MAX as u64) as _,
-        tv_nsec: timeout.subsec_nanos() as _,
-    };
-    // SAFETY: word is a live, aligned u32 for the duration of the call; the
-    // timespec is a local. EAGAIN/EINTR/ETIMEDOUT are all handled by the caller
-    // re-checking the queue and the deadline.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            &ts as *const libc::timespec,
-        );
-    }
-}
-
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: word is a live, aligned u32; waking has no memory effects.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
-        );
     }
 }
 

@@ -80,10 +80,10 @@ unsafe extern "C" fn host_wake(data: *mut c_void) {
     w.futex.store(n as u32, Ordering::Release);
     w.feed_futex.store(n as u32, Ordering::Release);
     if n >= w.wake_at.load(Ordering::Acquire) {
-        futex_wake(&w.futex);
+        futex::wake(&w.futex);
     }
     if n >= w.feed_at.load(Ordering::Acquire) {
-        futex_wake(&w.feed_futex);
+        futex::wake(&w.feed_futex);
     }
 }
 
@@ -125,7 +125,7 @@ impl Feeder {
 
     fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
-        futex_wake(&self.shared.wake.feed_futex);
+        futex::wake(&self.shared.wake.feed_futex);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -173,44 +173,7 @@ fn feed(s: &FeedShared) {
         if s.wake.done.load(Ordering::Acquire) > done + s.depth / 2 {
             continue;
         }
-        let _ = futex_wait(&s.wake.feed_futex, seen, Duration::from_millis(200));
-    }
-}
-
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE on a live, aligned u32 of this process.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
-        );
-    }
-}
-
-/// Sleeps while `word` holds `expected`, at most `timeout`. Err(errno):
-/// ETIMEDOUT, EINTR (a signal), EAGAIN (it changed already).
-fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> Result<(), i32> {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: FUTEX_WAIT on a live, aligned u32 with a relative timeout
-    // that lives across the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            &ts as *const libc::timespec,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+        let _ = futex::wait(&s.wake.feed_futex, seen, Duration::from_millis(200));
     }
 }
 
@@ -557,9 +520,9 @@ impl TriggerState {
                 w.wake_at.store(u64::MAX, Ordering::Relaxed);
                 return TriggerWait::Timeout;
             }
-            match futex_wait(&w.futex, seen, deadline - now) {
+            match futex::wait(&w.futex, seen, deadline - now) {
                 Ok(()) => {}
-                Err(e) if e == libc::EINTR => {
+                Err(futex::WaitEnd::Interrupted) => {
                     w.wake_at.store(u64::MAX, Ordering::Relaxed);
                     return TriggerWait::Interrupted;
                 }
