@@ -203,6 +203,10 @@ fn run_case(case: &Case) -> Outcome {
     let (source, backend) = unit.parts();
     let end = frame_loop::run(source, backend, &opts, &mut ctx);
     COUNTING.with(|c| c.set(false));
+    // The source stops at once: in GPU-triggered mode the frames queued
+    // beyond the last one are then still waiting for chunks (flushed
+    // below), not finished by the simulator's next frames meanwhile.
+    let _ = unit.source.as_dyn_mut().stop();
     assert_eq!(end.expect("loop ran"), LoopEnd::FrameLimit);
     let mut applied = 0;
     let mut sender = server.borrow_mut().take().expect("the sender's end");
@@ -218,7 +222,6 @@ fn run_case(case: &Case) -> Outcome {
     while consumer.dequeue().is_some() {
         lines += 1;
     }
-    let _ = unit.source.as_dyn_mut().stop();
     // No GPU stream is left waiting for frames that will not come.
     let flushed = unit
         .disarm()

@@ -1043,11 +1043,24 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
     __shared__ float2 s_tw[N_LOOPS];
     __shared__ float2 s_twa[ANGLE_N];
     __shared__ float2 s_z[N_VIRT];
+    // The twiddles are constant: read them before the wait, so that after
+    // it only the count and the candidate (together), then x, are round
+    // trips. (Every block reads them, kept or not: 4 KiB a block from L2.)
+    for (u32 k = threadIdx.x; k < N_LOOPS; k += REFINE_WARPS * 32) {
+        s_tw[k] = tw_doppler[k];
+    }
+    for (u32 k = threadIdx.x; k < ANGLE_N; k += REFINE_WARPS * 32) {
+        s_twa[k] = tw_angle[k];
+    }
     pdl_wait();
     const u32 lane = threadIdx.x & 31u;
     const u32 warp = threadIdx.x >> 5;
     const u32 s = blockIdx.x;
+    // Read with the count, not after it: row s is a kept detection only
+    // when s < the count (checked below); cand has N_CELLS rows, which a
+    // small geometry may have fewer of than MAX_DET blocks.
     const u32 total = __ldcg(&state[0]);
+    const Candidate k = load_candidate(&cand[s < (u32)N_CELLS ? s : 0]);
     const u32 n = min(total, (u32)N_CELLS);
     const u32 n_out = min(n, (u32)MAX_DET);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -1061,14 +1074,7 @@ refine_output(const u32 *__restrict__ state, const Candidate *__restrict__ cand,
     if (s >= n_out) {
         return; // the whole block
     }
-    for (u32 k = threadIdx.x; k < N_LOOPS; k += REFINE_WARPS * 32) {
-        s_tw[k] = tw_doppler[k];
-    }
-    for (u32 k = threadIdx.x; k < ANGLE_N; k += REFINE_WARPS * 32) {
-        s_twa[k] = tw_angle[k];
-    }
     __syncthreads();
-    const Candidate k = load_candidate(&cand[s]);
     const u32 d = k.cell / N_SAMPLES;
     const u32 r = k.cell % N_SAMPLES;
     // This warp's channels of the snapshot: all loads first.
