@@ -608,13 +608,17 @@ impl TriggerState {
         words: &dyn CompletionAccess,
         timeout: Duration,
     ) -> Result<u64, DspError> {
-        // Nothing is launched any more; everything launched must run out.
-        let launched = self.launched();
+        // Nothing is launched any more (the feeder is joined before the
+        // count is read); everything launched must run out.
         if let Some(f) = self.feeder.as_mut() {
             f.stop();
         }
+        let launched = self.launched();
         self.queued = launched;
         self.feeder = None;
+        // The frames still waiting for their chunks, counted before the
+        // waits are satisfied: after, the GPU may finish them any moment.
+        let flushed = launched - self.completed().min(launched);
         let slots = self.graphs.len() as u32;
         // frame_done leaves the counts at a whole frame from now on, so a
         // slot's every queued frame runs, not only the first.
@@ -622,7 +626,6 @@ impl TriggerState {
         for slot in 0..slots.min(words.slots()) {
             words.satisfy(slot);
         }
-        let flushed = launched - self.completed().min(launched);
         match self.wait_completed(launched, timeout) {
             TriggerWait::Reached(_) => {}
             other => {
