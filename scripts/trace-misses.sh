@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Where a deadline miss's time went, CPU backend: runs radard on the simulator
-# (the README's main job, or the arguments given) under the kernel's tracer,
+# (with the README's main job's arguments, as scripts/run-radard.sh passes
+# them, or with the arguments given) under the kernel's tracer,
 # with uprobes on the CPU chain's steps, stops tracing at the Nth deadline
 # miss, and prints, 50 ms at a time over the last second before it, how many
 # times each step ran on each thread and how long it took on average.
@@ -51,7 +52,8 @@ steps=(
 	"copy radar_dsp::cpu::job::ChannelJob::load_rows"
 )
 syms=$(nm -C --defined-only "$bin")
-# The file offset of an address in an executable segment (uprobes want it).
+# The file offset of an address, from the loadable segment that holds it
+# (uprobes want offsets, not addresses).
 file_offset() {
 	readelf -lW "$bin" | gawk -v a=$((16#$1)) '$1 == "LOAD" {
 		off = strtonum($2); va = strtonum($3); sz = strtonum($5)
@@ -59,6 +61,10 @@ file_offset() {
 	} END { if (!found) exit 1 }'
 }
 
+# The settings changed below, put back on exit.
+saved_clock=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$tr/trace_clock")
+saved_kb=$(cat "$tr/buffer_size_kb")
+saved_overwrite=$(cat "$tr/options/overwrite")
 cleanup() {
 	echo 0 >"$tr/tracing_on" || true
 	if [ -d "$tr/events/$group" ]; then echo 0 >"$tr/events/$group/enable" || true; fi
@@ -68,6 +74,9 @@ cleanup() {
 		echo "-:$group/${n}_in" >>"$tr/uprobe_events" 2>/dev/null || true
 		echo "-:$group/${n}_out" >>"$tr/uprobe_events" 2>/dev/null || true
 	done
+	echo "$saved_clock" >"$tr/trace_clock" || true
+	echo "$saved_kb" >"$tr/buffer_size_kb" || true
+	echo "$saved_overwrite" >"$tr/options/overwrite" || true
 	echo 1 >"$tr/tracing_on" || true
 }
 trap cleanup EXIT
@@ -91,7 +100,9 @@ echo 1 >"$tr/events/sched/sched_switch/enable"
 echo 1 >"$tr/tracing_on"
 
 args=("$@")
-[ ${#args[@]} -gt 0 ] || args=(--source sim --print-every 125)
+mkdir -p target/radard
+[ ${#args[@]} -gt 0 ] || args=(--source sim --sink jsonl:target/radard/detections.jsonl
+	--health-file target/radard/health --print-every 125)
 echo "trace-misses: radard ${args[*]}; tracing stops at deadline miss $misses (or after $limit s)"
 : >"$out/radard.log"
 rm -f "$out/stopped"
