@@ -25,6 +25,7 @@
 //! ```
 
 pub mod clock;
+mod dma_copy;
 pub mod error;
 pub mod kmod;
 pub mod pattern;

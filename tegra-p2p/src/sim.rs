@@ -19,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::clock::{monotonic_ns, sleep_until_ns, tai_of_monotonic};
+use crate::dma_copy;
 use crate::error::{Error, Result};
 use crate::pattern;
 use crate::queue::{EventQueue, SlotFifo};
@@ -854,7 +855,9 @@ impl Producer {
                     Mode::Pattern => pattern::fill_chunk(dst, seq, chunk, self.chunk_bytes),
                     Mode::Playback(frames) => {
                         let src = &frames[(seq % frames.len() as u64) as usize].data;
-                        dst.copy_from_slice(&src[off..off + len]);
+                        // Into memory, not this core's cache, as the
+                        // card's DMA lands (dma_copy).
+                        dma_copy::copy(dst, &src[off..off + len]);
                     }
                 }
                 if known_crc.is_none() {
