@@ -1,5 +1,6 @@
-//! How the simulator writes a played-back chunk into the ring: the way the
-//! card's DMA lands, in memory rather than in a CPU core's cache.
+//! How the simulator writes every chunk into the ring (played back, test
+//! pattern, a short frame's zero padding): the way the card's DMA lands,
+//! in memory rather than in a CPU core's cache.
 //!
 //! A plain copy leaves the chunk's lines modified in the simulator core's
 //! cache, so a reader that is not that core (the GPU across PCIe, the

@@ -746,6 +746,9 @@ impl Producer {
         let mut t_next = monotonic_ns();
         let mut pending_drops: u64 = 0;
         let mut seq: u64 = 0;
+        // What a chunk that is not played back is made in (the test
+        // pattern, a short frame's zeros) before it lands in the ring.
+        let mut staging = vec![0u8; self.chunk_bytes];
         loop {
             if sh.stop.load(Ordering::Relaxed) {
                 return;
@@ -840,8 +843,10 @@ impl Producer {
                     // A short frame: padded with zeros to the slot's size,
                     // as the card does, and its completion record still
                     // counts every chunk.
+                    staging.fill(0);
                     // SAFETY: as below (the slot is FILLING, ours).
-                    unsafe { ring.slot_mut(slot, off, self.chunk_bytes) }.fill(0);
+                    let dst = unsafe { ring.slot_mut(slot, off, self.chunk_bytes) };
+                    dma_copy::copy(dst, &staging);
                     if let Some(words) = &words {
                         words.publish(slot, seq, chunk as u32, monotonic_ns());
                     }
@@ -851,17 +856,20 @@ impl Producer {
                 // SAFETY: this thread claimed the slot (FILLING) and is its only writer;
                 // the application cannot see it until it is READY.
                 let dst = unsafe { ring.slot_mut(slot, off, len) };
-                match &self.mode {
-                    Mode::Pattern => pattern::fill_chunk(dst, seq, chunk, self.chunk_bytes),
-                    Mode::Playback(frames) => {
-                        let src = &frames[(seq % frames.len() as u64) as usize].data;
-                        // Into memory, not this core's cache, as the
-                        // card's DMA lands (dma_copy).
-                        dma_copy::copy(dst, &src[off..off + len]);
+                let data: &[u8] = match &self.mode {
+                    Mode::Pattern => {
+                        pattern::fill_chunk(&mut staging[..len], seq, chunk, self.chunk_bytes);
+                        &staging[..len]
                     }
-                }
+                    Mode::Playback(frames) => {
+                        &frames[(seq % frames.len() as u64) as usize].data[off..off + len]
+                    }
+                };
+                // Into memory, not this core's cache, as the card's DMA
+                // lands (dma_copy).
+                dma_copy::copy(dst, data);
                 if known_crc.is_none() {
-                    crc.update(dst);
+                    crc.update(data);
                 }
                 // Due at t_next: how late the write finished (with no
                 // period, as fast as possible, nothing is late).
