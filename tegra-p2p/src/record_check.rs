@@ -50,7 +50,8 @@ struct Layout {
 
 impl RecordChecker {
     /// Starts checking the records of `ring`, whose frames come in chunks
-    /// of `chunk_bytes` carrying the test pattern.
+    /// of `chunk_bytes` carrying the test pattern. Fails only when its
+    /// thread cannot be started.
     ///
     /// # Safety
     /// The ring's memory (slots and status page) stays allocated and mapped
@@ -58,7 +59,7 @@ impl RecordChecker {
     /// records of `ring` (`chunks` last, after the chunk's bytes), and a
     /// slot's frame is not overwritten before its consumer's
     /// [`RecordChecker::wait_verified`] returned and it released the slot.
-    pub unsafe fn start(ring: &RingMemory, chunk_bytes: usize) -> Self {
+    pub unsafe fn start(ring: &RingMemory, chunk_bytes: usize) -> std::io::Result<Self> {
         let slots = ring.nr_slots();
         let chunks = (ring.slot_bytes() / chunk_bytes.max(1)) as u32;
         let shared = Arc::new(Shared {
@@ -80,13 +81,12 @@ impl RecordChecker {
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
             .name("record-check".into())
-            .spawn(move || check_loop(&sh, layout))
-            .expect("spawn the record checker");
-        Self {
+            .spawn(move || check_loop(&sh, layout))?;
+        Ok(Self {
             shared,
             chunks,
             thread: Some(thread),
-        }
+        })
     }
 
     /// Waits until every chunk of frame `seq` in `slot` was checked the

@@ -739,7 +739,8 @@ fn completion_records_say_which_chunks_landed() {
     }
     // SAFETY: the checker is stopped before the source (and its ring) is
     // dropped; each slot is released only after its frame was checked.
-    let mut checker = unsafe { RecordChecker::start(s.ring(), CHUNK) };
+    let mut checker =
+        unsafe { RecordChecker::start(s.ring(), CHUNK) }.expect("start the record checker");
     s.start(&StartParams::test_pattern().with_chunk_period(Duration::from_micros(100)))
         .unwrap();
     let words = s.completion().expect("completion records");

@@ -296,7 +296,8 @@ fn completion_phase(env: &Env, o: &Opts, card: Option<&Card>, out: &mut Outcome)
     // SAFETY: the checker is stopped before the source and its ring go
     // (it is declared after them, and stopped explicitly below); each slot
     // is released only after its frame was checked.
-    let mut checker = unsafe { RecordChecker::start(src.ring(), chunk) };
+    let mut checker =
+        unsafe { RecordChecker::start(src.ring(), chunk) }.ctx("start the record checker")?;
     let t0 = now_s();
     let r = (|| -> Check<String> {
         src.start(
