@@ -69,29 +69,25 @@ pub fn pool_power_map(
         row.fill(f32::NEG_INFINITY);
     }
     if power.len() >= n_loops * n_samples {
-        for d in 0..n_loops {
-            let r_out = (d / pd).min(rows - 1);
-            let line = &power[d * n_samples..(d + 1) * n_samples];
-            let dst = &mut out.db[r_out];
-            for (c, cell) in dst.iter_mut().enumerate().take(cols) {
-                let lo = c * pr;
-                let hi = (lo + pr).min(n_samples);
-                if lo >= hi {
-                    break;
-                }
-                let m = line[lo..hi]
-                    .iter()
-                    .copied()
-                    .fold(f32::NEG_INFINITY, f32::max);
-                if m > *cell {
-                    *cell = m;
-                }
+        // `line.chunks(pr)` gives one piece a column (pr = ceil(n_samples
+        // / cols)). `x > m` passes over NaN as `f32::max` does, and lets the
+        // compiler keep the fold in vector registers.
+        for (d, line) in power.chunks_exact(n_samples).take(n_loops).enumerate() {
+            let dst = &mut out.db[(d / pd).min(rows - 1)][..cols];
+            for (cell, piece) in dst.iter_mut().zip(line.chunks(pr)) {
+                *cell = piece.iter().fold(*cell, |m, &x| if x > m { x } else { m });
             }
         }
     }
+    // 10 log10(v) as log2(v) times 10 log10(2): half the time of `log10`.
+    const DB_PER_LOG2: f32 = 10.0 * std::f32::consts::LOG10_2;
     for row in out.db.iter_mut() {
         for v in row.iter_mut() {
-            *v = if *v > 0.0 { 10.0 * v.log10() } else { -200.0 };
+            *v = if *v > 0.0 {
+                v.log2() * DB_PER_LOG2
+            } else {
+                -200.0
+            };
         }
     }
     for (c, v) in out.range_m.iter_mut().enumerate() {
@@ -123,5 +119,44 @@ mod tests {
         assert!((m.range_m[50] - (200.0 + 1.5) * 0.5).abs() < 1e-4);
         // Row 32 holds Doppler bins 64 and 65 (64 is zero velocity).
         assert!((m.velocity_mps[32] - 0.05).abs() < 1e-4);
+    }
+
+    #[test]
+    fn every_cell_is_the_largest_of_its_bins_whatever_the_geometry() {
+        for (nl, ns) in [(256, 256), (128, 100), (32, 64), (70, 300), (1, 1)] {
+            let mut p: Vec<f32> = (0..nl * ns)
+                .map(|i| ((i * 7919) % 1000) as f32 * 0.5)
+                .collect();
+            // NaN is passed over, as f32::max does; zero power is -200 dB.
+            p[0] = f32::NAN;
+            if nl * ns > 3 {
+                p[3] = 0.0;
+            }
+            let mut m = PowerMapSnapshot::default();
+            pool_power_map(&p, nl, ns, 1.0, 1.0, &mut m);
+            let (pd, pr) = (m.pool_doppler as usize, m.pool_range as usize);
+            for r in 0..MAP_ROWS {
+                for c in 0..MAP_COLS {
+                    let mut want = f32::NEG_INFINITY;
+                    if r < m.rows as usize && c < m.cols as usize {
+                        for d in r * pd..((r + 1) * pd).min(nl) {
+                            for b in c * pr..((c + 1) * pr).min(ns) {
+                                want = want.max(p[d * ns + b]);
+                            }
+                        }
+                    }
+                    let want = if want > 0.0 {
+                        10.0 * want.log10()
+                    } else {
+                        -200.0
+                    };
+                    let got = m.db[r][c];
+                    assert!(
+                        (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                        "{nl} x {ns}: cell ({r}, {c}) {got} dB, want {want}"
+                    );
+                }
+            }
+        }
     }
 }
