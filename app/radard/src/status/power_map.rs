@@ -68,7 +68,7 @@ pub fn pool_power_map(
     for row in out.db.iter_mut() {
         row.fill(f32::NEG_INFINITY);
     }
-    if power.len() >= n_loops * n_samples {
+    if n_samples > 0 && power.len() >= n_loops * n_samples {
         // `line.chunks(pr)` gives one piece a column (pr = ceil(n_samples
         // / cols)). `x > m` passes over NaN as `f32::max` does, and lets the
         // compiler keep the fold in vector registers.
@@ -123,6 +123,10 @@ mod tests {
 
     #[test]
     fn every_cell_is_the_largest_of_its_bins_whatever_the_geometry() {
+        // No bins at all: empty cells, no panic.
+        let mut m = PowerMapSnapshot::default();
+        pool_power_map(&[], 4, 0, 1.0, 1.0, &mut m);
+        assert!(m.db.iter().flatten().all(|&v| v == -200.0));
         for (nl, ns) in [(256, 256), (128, 100), (32, 64), (70, 300), (1, 1)] {
             let mut p: Vec<f32> = (0..nl * ns)
                 .map(|i| ((i * 7919) % 1000) as f32 * 0.5)
