@@ -116,8 +116,8 @@ fi
 # then at -100 ppm; the difference is the trim, whatever the guest clock's
 # own error against the card's (+100 ppm) oscillator. The interval is the
 # card's clock between the two readings, not the 5 s asked for: on the debug
-# kernel under emulation the second cmp can come a few hundred ms late,
-# which would overstate a drift of 100 ppm by as many percent.
+# kernel under emulation the second cmp came about 0.3 s late on a slow
+# day, which overstated a drift of 100 ppm by 6%.
 drift() { # PPB: the card's rate against CLOCK_REALTIME (ns/s) with the trim at PPB
 	# "--": a negative trim is no option. cmp's offset is CLOCK_REALTIME - card.
 	phc_ctl "$PTP" -- freq "$1" cmp get wait 5 cmp get >"$OUT/freq$1.log" 2>&1
