@@ -18,7 +18,6 @@
 
 use radar_dsp::detection::UtcTime;
 use tegra_p2p::FrameMeta;
-use tegra_p2p::clock::monotonic_ns;
 
 use crate::timekeeping::{Quality, TimeSource, TimeState};
 
@@ -31,10 +30,7 @@ pub fn realtime_ns() -> u64 {
 /// The CLOCK_REALTIME time of a CLOCK_MONOTONIC instant `mono_ns`: the
 /// instant plus the clocks' offset now.
 pub fn utc_of_monotonic(mono_ns: u64) -> u64 {
-    let real = realtime_ns();
-    let mono = monotonic_ns();
-    let offset = i128::from(real) - i128::from(mono);
-    u64::try_from((i128::from(mono_ns) + offset).max(0)).unwrap_or(u64::MAX)
+    tegra_p2p::clock::of_monotonic_ns(libc::CLOCK_REALTIME, mono_ns)
 }
 
 /// A frame's time as the outputs carry it.
@@ -142,6 +138,7 @@ impl FrameClock {
 mod tests {
     use super::*;
     use crate::timekeeping::NO_BOUND;
+    use tegra_p2p::clock::monotonic_ns;
 
     #[test]
     fn a_monotonic_instant_converts_to_the_realtime_clock() {

@@ -94,13 +94,11 @@ impl ClockReader {
                 ));
             }
         };
-        let mono = tegra_p2p::clock::monotonic_ns();
-        let real = realtime_ns();
         Ok(Reading {
-            mono_ns: mono,
+            mono_ns: tegra_p2p::clock::monotonic_ns(),
             card_minus_real_ns,
             window_ns,
-            real_minus_mono_ns: real - i128::from(mono),
+            real_minus_mono_ns: tegra_p2p::clock::offset_from_monotonic_ns(libc::CLOCK_REALTIME),
         })
     }
 }
