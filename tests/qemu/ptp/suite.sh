@@ -30,9 +30,10 @@
 #    card on a PPS whose edges come at the whole seconds of CLOCK_REALTIME
 #    (p2p-suite pps-pulser, standing in for a GNSS receiver and its NMEA):
 #    it reaches its locked state (s2), with offsets as large as the edges
-#    were late (a guest's wake-up under emulation on a loaded host). A run
-#    whose edges came more than 1 ms late (the configuration's step
-#    threshold) and did not lock is tried again, three runs at most.
+#    were late (a guest's wake-up under emulation on a loaded host; the
+#    pulser leaves out a second it is 0.5 ms late for). A run with edges
+#    left out or more than 1 ms late (the configuration's step threshold)
+#    that did not lock is tried again, three runs at most.
 #
 # 7. The module unloads under a process that holds the card's clock open
 #    (phc2sys would): the old clock answers ENODEV, and a reload registers a
@@ -297,10 +298,14 @@ wait "$phc2sys_pid" 2>/dev/null
 sed -e "s|^\[/dev/fpga-ptp\]|[$PTP]|" -e '/^ts2phc.nmea_serialport/d' -e '/^leapfile/d' \
 	/etc/ptp/board/ts2phc.conf >"$OUT/ts2phc.conf"
 # Up to three runs of 16 s: on a loaded host (a CI machine building a
-# kernel beside the guest) the pulser's edges can come milliseconds late,
-# past the configuration's 1 ms step threshold, and ts2phc steps the card
-# again instead of settling. Only such a run is tried again; the bounds
-# are the same in every run, and the figures are the last run's.
+# kernel beside the guest) the guest can be away at the second. The pulser
+# then leaves that second's edge out (a receiver gives a pulse on time or
+# none), but one descheduled between its check and the edge still gives an
+# edge milliseconds late, past the configuration's 1 ms step threshold, and
+# ts2phc steps the card again instead of settling; too many left out and
+# 16 s hold too few edges to lock. Only a run with such edges is tried
+# again; the bounds are the same in every run, and the figures are the
+# last run's.
 ts2phc_try=0
 while :; do
 	ts2phc_try=$((ts2phc_try + 1))
@@ -313,12 +318,13 @@ while :; do
 	wait "$ts2phc_pid" 2>/dev/null
 	late=$(fig edge_late_median_ns "$OUT/pulser.ktap")
 	late_max=$(fig edge_late_max_ns "$OUT/pulser.ktap")
+	skipped=$(fig edges_skipped "$OUT/pulser.ktap")
 	# Its offsets once locked (s2), ns: |median| and the largest.
 	awk '/master offset/ && / s2 / { v = $(NF - 3); print (v < 0 ? -v : v) }' "$OUT/ts2phc.log" | sort -n >"$OUT/ts2phc.s2"
 	n=$(wc -l <"$OUT/ts2phc.s2")
 	[ "$n" -ge 4 ] && break
-	[ "$ts2phc_try" -lt 3 ] && [ "${late_max:-0}" -gt 1000000 ] || break
-	log "ts2phc run $ts2phc_try did not lock (${n} updates in s2; the edges up to ${late_max} ns late): again"
+	[ "$ts2phc_try" -lt 3 ] && { [ "${late_max:-0}" -gt 1000000 ] || [ "${skipped:-0}" -gt 0 ]; } || break
+	log "ts2phc run $ts2phc_try did not lock (${n} updates in s2; the edges up to ${late_max} ns late, ${skipped} left out): again"
 done
 figure ts2phc_runs "$ts2phc_try"
 if [ "$n" -ge 4 ]; then
@@ -327,6 +333,7 @@ if [ "$n" -ge 4 ]; then
 	figure ts2phc_locked_max_ns "$(tail -n 1 "$OUT/ts2phc.s2")"
 	figure pps_edge_late_median_ns "${late:-null}"
 	figure pps_edge_late_max_ns "${late_max:-null}"
+	figure pps_edges_skipped "${skipped:-null}"
 	# Its offsets are the edges' lateness (the edge is taken as the whole
 	# second): the median within the median lateness and 1 ms.
 	if [ "$med" -le $((${late:-0} + 1000000)) ]; then
@@ -336,7 +343,7 @@ if [ "$n" -ge 4 ]; then
 		grep -E 'extts|offset|step|jump' "$OUT/ts2phc.log" | tail -n 20 >&2
 	fi
 else
-	failed "ts2phc did not lock in 16 s ($ts2phc_try runs; the edges up to ${late_max:-?} ns late): $(grep -c 'master offset' "$OUT/ts2phc.log") offsets; $(tail -n 3 "$OUT/ts2phc.log" | tr '\n' ' ')"
+	failed "ts2phc did not lock in 16 s ($ts2phc_try runs; the edges up to ${late_max:-?} ns late, ${skipped:-?} left out): $(grep -c 'master offset' "$OUT/ts2phc.log") offsets; $(tail -n 3 "$OUT/ts2phc.log" | tr '\n' ' ')"
 fi
 
 # --- 7. unload and reload under an open clock ------------------------------------
