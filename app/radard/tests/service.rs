@@ -57,7 +57,10 @@ fn watchdog_pings_stop_while_the_source_stalls_and_health_waits_for_n_good_frame
     let _serial = serial();
     let dir = scratch("watchdog");
     let health = dir.join("run/health");
-    let good_frames = 300u64;
+    // Small beside the 1300 frames: every deadline miss starts the count
+    // again, and a slow phase of this shared machine gave 7 misses in one
+    // run, none 300 frames from the next (CI, 2026-11-28).
+    let good_frames = 100u64;
     let cfg = config(
         &dir,
         &format!(
