@@ -99,60 +99,43 @@ step kmod bash tests/kmod-checks.sh
 # debug kernel; a first build takes minutes), then every suite against it.
 # (qemu-system-aarch64, from the same build tree, in the arm64 lane below.)
 step qemu:build bash tests/qemu/build-qemu.sh
-# The x86 QEMU suites and the aarch64 tests, a queue the lanes below take
-# from: each lane, when free, takes the next step, so the lanes end about
-# together whatever the machine's speed or the caches (a cold debug kernel
-# build, a cold arm64 QEMU) make of each step's time. Longest first, but
-# the debug kernel's suites after the first wait for its build (qemu:debug
-# builds it when it is not cached), so the second lane starts on the
-# Debian kernel.
-queue=target/test-logs/lanes.queue
-queued() { printf '%q ' "$@" >>"$queue"; echo >>"$queue"; }
-: >"$queue"
-queued qemu:debug bash tests/qemu/run.sh --kernel debug --suite all
-queued qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
-queued qemu:debug:nvidia bash tests/qemu/run.sh --kernel debug --suite all --p2p nvidia
-# The detector canary: the planted bugs of a deliberately broken module
-# must be caught by the debug kernel's detectors, and fixed defects put
-# back into the driver by the suites.
-queued qemu:canary bash tests/qemu/run.sh --kernel debug --canary
-# The workspace's tests built for aarch64 with the image's flags (reusing
-# rust:aarch64's dependencies) and run under qemu-user (tests/rust-aarch64.sh
-# names the few that cannot run emulated, and why), at low priority (nice
-# 10): CPU work for the time the guests leave idle (a guest waits on the
-# card's cadence much of the time: an arm64 run took 66 s of CPU in 124 s).
-queued rust:test:aarch64 nice -n 10 bash tests/rust-aarch64.sh
-# The same suites against NVIDIA's own nvidia-p2p module (../shared/nvidia-p2p).
-queued qemu:debian:nvidia bash tests/qemu/run.sh --kernel debian --suite all --p2p nvidia
-# Every DMA bounced (swiotlb=force, IOMMU off): a wrong sync is a byte
-# mismatch, so the suites that move and check bytes (and revocation: DMA
-# after the memory went). Not crash, lifecycle, uapi, badinput: no data
-# path of their own beyond what these run (about 3 minutes of the step).
-queued qemu:debian:swiotlb bash tests/qemu/run.sh --kernel debian --swiotlb \
-	--suite stream,ownership,revocation,duplex,neighbours,faults,radard,shutdown
-# from_queue: runs the queue's steps, one at a time, until it is empty (the
-# first line taken and removed under a lock, so each step runs once).
-from_queue() {
-	local line
-	while line=$(flock "$queue.lock" sh -c 'head -n 1 "$1" && sed -i 1d "$1"' _ "$queue") &&
-		[ -n "$line" ]; do
-		eval "step $line"
-	done
+# The QEMU suites in two lanes side by side (each guest keeps about one core
+# busy), balanced by their usual times.
+qemu_lane_1() {
+	step qemu:debug bash tests/qemu/run.sh --kernel debug --suite all
+	# The same suites against NVIDIA's own nvidia-p2p module (../shared/nvidia-p2p).
+	step qemu:debian:nvidia bash tests/qemu/run.sh --kernel debian --suite all --p2p nvidia
+	# Every DMA bounced (swiotlb=force, IOMMU off): a wrong sync is a byte
+	# mismatch, so the suites that move and check bytes (and revocation: DMA
+	# after the memory went). Not crash, lifecycle, uapi, badinput: no data
+	# path of their own beyond what these run (about 3 minutes of the step).
+	step qemu:debian:swiotlb bash tests/qemu/run.sh --kernel debian --swiotlb \
+		--suite stream,ownership,revocation,duplex,neighbours,faults,radard,shutdown
 }
-# Two lanes side by side (each guest keeps about one core busy).
-qemu_lane_1() { from_queue; }
-qemu_lane_2() { from_queue; }
+qemu_lane_2() {
+	step qemu:debian bash tests/qemu/run.sh --kernel debian --suite all
+	step qemu:debug:nvidia bash tests/qemu/run.sh --kernel debug --suite all --p2p nvidia
+	# The detector canary: the planted bugs of a deliberately broken module
+	# must be caught by the debug kernel's detectors, and fixed defects put
+	# back into the driver by the suites.
+	step qemu:canary bash tests/qemu/run.sh --kernel debug --canary
+}
 # The arm64 lane, beside the two x86 ones: qemu-system-aarch64 (built here,
-# so the x86 lanes start without waiting for it; at low priority, for the
-# time the x86 guests leave idle), the suites on arm64 (QEMU's virt machine
-# with the card behind an SMMUv3, Debian's arm64 kernel, the image's
-# aarch64 executables; with the shim and with NVIDIA's nvidia-p2p on its
-# home architecture), then, as a third lane, what is left of the queue.
+# so the x86 lanes start without waiting for it), the suites on arm64 (QEMU's
+# virt machine with the card behind an SMMUv3, Debian's arm64 kernel, the
+# image's aarch64 executables; with the shim and with NVIDIA's nvidia-p2p on
+# its home architecture), then the workspace's tests built for aarch64 with
+# the image's flags (reusing rust:aarch64's dependencies) and run under
+# qemu-user (tests/rust-aarch64.sh names the few that cannot run emulated,
+# and why). The builds and the qemu-user tests run at low priority (nice
+# 10): CPU work for the time the x86 guests leave idle (a guest waits on the
+# card's cadence much of the time: an arm64 run took 66 s of CPU in 124 s);
+# the arm64 guests at normal priority.
 arm64_lane() {
 	step qemu:build:arm64 nice -n 10 bash tests/qemu/build-qemu.sh --arch arm64
 	step qemu:arm64 bash tests/qemu/run.sh --arch arm64 --suite all
 	step qemu:arm64:nvidia bash tests/qemu/run.sh --arch arm64 --suite all --p2p nvidia
-	from_queue
+	step rust:test:aarch64 nice -n 10 bash tests/rust-aarch64.sh
 }
 lanes qemu_lane_1 qemu_lane_2 arm64_lane
 step radard bash tests/radard-smoke.sh

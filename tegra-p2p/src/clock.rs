@@ -122,8 +122,8 @@ mod tests {
             i128::from(tai) >= before - 20_000 && i128::from(tai) <= after + 20_000,
             "{before} <= {tai} <= {after}"
         );
-        // Instants 80 us apart (a fast test stream's frames) stay in order
-        // and 80 us apart, whatever the scheduler does between the reads.
+        // Instants 80 us apart (a fast test stream's frames) stay in order,
+        // whatever the scheduler does between the reads.
         let t0 = monotonic_ns();
         for i in 0..1000u64 {
             let a = tai_of_monotonic(t0 + i * 80_000);
