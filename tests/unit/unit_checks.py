@@ -438,6 +438,10 @@ def run_checks(c, args, cfg, eff, shell, udp):
          f"NRestarts={p.get('NRestarts')}, STATUS={p.get('StatusText')!r}")
     if not ok:
         say(shell.out("systemctl status radard --no-pager -n 30") or "")
+    elif p.get("NRestarts") != "0":
+        # Why systemd restarted it: its own lines about the unit, and radard's last words.
+        say(shell.out("journalctl -b -u radard --no-pager -o short-monotonic | "
+                      "grep -iE 'watchdog|exited|killed|failed|restart|timed out|error' | head -n 30") or "")
 
     # --- c. health verdict and radar-mark-good -----------------------------------------
     good_frames = eff.get("health", {}).get("good_frames")

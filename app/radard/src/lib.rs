@@ -32,6 +32,7 @@ pub mod rt;
 pub mod runner;
 pub mod seqlock;
 pub mod service;
+pub mod service_watchdog;
 pub mod setup;
 pub mod sinks;
 pub mod status;

@@ -15,6 +15,7 @@ use sd_notify::NotifyState;
 
 use crate::config::HealthConfig;
 use crate::report::StatusHook;
+use crate::service_watchdog::WatchdogGate;
 use crate::status::{EventKind, HealthState, StatusBoard, StatusSnapshot};
 use crate::telemetry::TelemetryCell;
 
@@ -129,8 +130,7 @@ pub struct ServiceReporter {
     /// (CPU ns, frames) at the first status interval.
     cpu_base: Option<(u64, u64)>,
     watchdog: Option<Duration>,
-    next_ping: Instant,
-    ping_progress: (u64, u64),
+    watchdog_gate: Option<WatchdogGate>,
     ready: bool,
     health_done: bool,
     /// Frames after which resident memory counts as warmed up.
@@ -157,8 +157,7 @@ impl ServiceReporter {
             cpu_last: (cpu.and_then(|c| c.read_ns()).unwrap_or(0), 0),
             cpu_base: None,
             watchdog,
-            next_ping: Instant::now(),
-            ping_progress: (0, 0),
+            watchdog_gate: watchdog.map(|w| WatchdogGate::new(w, Instant::now())),
             ready: false,
             health_done: false,
             rss_warm_frames,
@@ -239,21 +238,13 @@ impl ServiceReporter {
     }
 
     fn watchdog_check(&mut self, snap: &StatusSnapshot) {
-        let Some(interval) = self.watchdog else {
+        let Some(gate) = self.watchdog_gate.as_mut() else {
             return;
         };
-        let now = Instant::now();
-        if now < self.next_ping {
-            return;
-        }
-        // Ping at half the interval, and only if frames were processed
-        // and no deadline was missed since the last check: a stalled
-        // source or GPU stops the pings and systemd restarts the service.
-        self.next_ping = now + interval / 2;
-        let progress = (snap.frames_processed, snap.deadline_misses);
-        let healthy = progress.0 > self.ping_progress.0 && progress.1 == self.ping_progress.1;
-        self.ping_progress = progress;
-        if healthy && sd_notify::notify(&[NotifyState::Watchdog]).is_ok() {
+        // A stalled source or GPU, or deadlines missed for a whole
+        // interval, stop the pings and systemd restarts the service.
+        let due = gate.ping_due(Instant::now(), snap.frames_processed, snap.deadline_misses);
+        if due && sd_notify::notify(&[NotifyState::Watchdog]).is_ok() {
             self.figures.watchdog_pings += 1;
         }
     }
