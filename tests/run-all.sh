@@ -168,7 +168,7 @@ done
 # Why each failed step failed, from its log, at the end where a reader of
 # the run's last lines sees it: the failing checks, suites and tests, and
 # the panics with the two lines after (the assertion's message), a QEMU
-# suite's detail line.
+# suite's detail line and reason, and the guest kernel console's tail.
 for i in "${!names[@]}"; do
 	[ "${results[$i]}" = PASS ] && continue
 	echo "--- ${names[$i]} ${results[$i]} (whole log: ${logs[$i]}):"
@@ -176,6 +176,10 @@ for i in "${!names[@]}"; do
 	grep -E -A1 '^  FAIL ' "${logs[$i]}" | head -n 12 | cut -c1-600
 	grep -E '(^|[^A-Za-z])(FAIL|not ok|failed:)' "${logs[$i]}" |
 		grep -Ev '(^| )0 failed|FAIL: 0' | tail -n 24 | cut -c1-400
+	# A QEMU step: each failed suite's reason (kernel reports among them),
+	# and the guest kernel's last words (a hang's stack, a panic).
+	grep -E '^ +failure: ' "${logs[$i]}" | grep -v 'not run (guest' | sort -u | head -n 8 | cut -c1-600
+	sed -n '/^--- last 40 lines of the kernel console/,/^---$/p' "${logs[$i]}" | tail -n 30 | cut -c1-300
 done
 [ "$failed" -eq 0 ] && echo "all steps passed" || echo "SOME STEPS FAILED"
 exit "$failed"
