@@ -33,7 +33,7 @@
 #    were late (a guest's wake-up under emulation on a loaded host; the
 #    pulser leaves out a second it is 0.5 ms late for). A run with edges
 #    left out or more than 1 ms late (the configuration's step threshold)
-#    that did not lock is tried again, three runs at most.
+#    that did not lock is tried again, five runs at most.
 #
 # 7. The module unloads under a process that holds the card's clock open
 #    (phc2sys would): the old clock answers ENODEV, and a reload registers a
@@ -297,13 +297,14 @@ wait "$phc2sys_pid" 2>/dev/null
 # the PPS's time from the system clock ("generic") instead of NMEA.
 sed -e "s|^\[/dev/fpga-ptp\]|[$PTP]|" -e '/^ts2phc.nmea_serialport/d' -e '/^leapfile/d' \
 	/etc/ptp/board/ts2phc.conf >"$OUT/ts2phc.conf"
-# Up to three runs of 16 s: on a loaded host (a CI machine building a
+# Up to five runs of 16 s: on a loaded host (a CI machine building a
 # kernel beside the guest) the guest can be away at the second. The pulser
 # then leaves that second's edge out (a receiver gives a pulse on time or
 # none), but one descheduled between its check and the edge still gives an
 # edge milliseconds late, past the configuration's 1 ms step threshold, and
 # ts2phc steps the card again instead of settling; too many left out and
-# 16 s hold too few edges to lock. Only a run with such edges is tried
+# 16 s hold too few edges to lock (a CI run saw 7, 12 and 8 of 16 left out
+# in three runs of the debug kernel's guest). Only a run with such edges is tried
 # again; the bounds are the same in every run, and the figures are the
 # last run's.
 ts2phc_try=0
@@ -323,7 +324,7 @@ while :; do
 	awk '/master offset/ && / s2 / { v = $(NF - 3); print (v < 0 ? -v : v) }' "$OUT/ts2phc.log" | sort -n >"$OUT/ts2phc.s2"
 	n=$(wc -l <"$OUT/ts2phc.s2")
 	[ "$n" -ge 4 ] && break
-	[ "$ts2phc_try" -lt 3 ] && { [ "${late_max:-0}" -gt 1000000 ] || [ "${skipped:-0}" -gt 0 ]; } || break
+	[ "$ts2phc_try" -lt 5 ] && { [ "${late_max:-0}" -gt 1000000 ] || [ "${skipped:-0}" -gt 0 ]; } || break
 	log "ts2phc run $ts2phc_try did not lock (${n} updates in s2; the edges up to ${late_max} ns late, ${skipped} left out): again"
 done
 figure ts2phc_runs "$ts2phc_try"
