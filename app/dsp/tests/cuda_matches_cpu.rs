@@ -16,7 +16,7 @@ use common::{frame, random_scene};
 use radar_dsp::backend::{Backend, CompletionAccess, FrameInput, SlotAddr, SlotFrame, Triggered};
 use radar_dsp::config::ChainConfig;
 use radar_dsp::cpu::CpuBackend;
-use radar_dsp::cuda::{CudaBackend, CudaOptions, MappedHostBuffer, Mapping, probe};
+use radar_dsp::cuda::{CudaBackend, CudaOptions, KERNELS_CU_ENV, MappedHostBuffer, Mapping, probe};
 use radar_dsp::detection::Detections;
 use radar_dsp::error::DspError;
 
@@ -57,6 +57,12 @@ fn cuda_or_skip(test: &str) -> bool {
     match probe() {
         Ok(info) => {
             println!("{test}: CUDA device {info}");
+            if let Some(path) = std::env::var_os(KERNELS_CU_ENV) {
+                println!(
+                    "{test}: kernels from {} ({KERNELS_CU_ENV}), not the built-in kernels.cu",
+                    path.to_string_lossy()
+                );
+            }
             true
         }
         Err(why) => {

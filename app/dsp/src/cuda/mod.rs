@@ -36,7 +36,7 @@ pub use instrument::GraphSet;
 pub use options::{ChunkWait, CudaOptions, GpuWait, SelectAt};
 pub use pipeline::MAX_STREAMED_CHUNKS;
 #[cfg(feature = "instrument")]
-pub use pipeline::StageTiming;
+pub use pipeline::{KERNELS_CU_ENV, StageTiming};
 
 use pipeline::{Pipeline, SlotGraph};
 use trigger::TriggerState;

@@ -1,6 +1,7 @@
 //! The chain on one CUDA stream: buffers, compiled kernels (FFTs included),
 //! the launch sequence, and its capture as a graph per input buffer.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
@@ -28,6 +29,12 @@ pub(super) use instrument::count_kernel_nodes;
 pub(super) use trigger::{HostWake, TriggerTargets};
 
 const KERNELS_CU: &str = include_str!("kernels.cu");
+/// Instrumented builds only (radar-dsp, cuda_matches_cpu, the unit tests;
+/// never radard as shipped): the path of a kernels.cu to compile instead of
+/// the built-in one, so that a kernel change can be measured and checked on
+/// the GPU machine without a new build.
+#[cfg(feature = "instrument")]
+pub const KERNELS_CU_ENV: &str = "RADAR_KERNELS_CU";
 /// The kernels only instrumented runs launch (a gate, an empty kernel).
 #[cfg(feature = "instrument")]
 const INSTRUMENT_CU: &str = include_str!("instrument.cu");
@@ -246,7 +253,31 @@ fn tdm_table(cfg: &ChainConfig) -> Vec<[f32; 2]> {
     t
 }
 
-fn nvrtc_source(cfg: &ChainConfig, shape: KernelShape) -> String {
+/// The kernels' source: the built-in kernels.cu, or in an instrumented build
+/// the file [`KERNELS_CU_ENV`] names.
+fn kernels_cu() -> Result<Cow<'static, str>, DspError> {
+    #[cfg(feature = "instrument")]
+    return kernels_cu_from(std::env::var_os(KERNELS_CU_ENV).as_deref());
+    #[cfg(not(feature = "instrument"))]
+    Ok(Cow::Borrowed(KERNELS_CU))
+}
+
+/// The built-in source, or the file at `path`; an unreadable file is an
+/// error that names the variable, never the built-in source in its place.
+#[cfg(feature = "instrument")]
+fn kernels_cu_from(path: Option<&std::ffi::OsStr>) -> Result<Cow<'static, str>, DspError> {
+    let Some(path) = path else {
+        return Ok(Cow::Borrowed(KERNELS_CU));
+    };
+    std::fs::read_to_string(path)
+        .map(Cow::Owned)
+        .map_err(|source| DspError::Io {
+            context: format!("{KERNELS_CU_ENV}={}", path.to_string_lossy()),
+            source,
+        })
+}
+
+fn nvrtc_source(cfg: &ChainConfig, shape: KernelShape) -> Result<String, DspError> {
     let g = &cfg.geometry;
     let c = &cfg.cfar;
     let defines = [
@@ -268,10 +299,10 @@ fn nvrtc_source(cfg: &ChainConfig, shape: KernelShape) -> String {
     for (k, v) in defines {
         src.push_str(&format!("#define {k} {v}\n"));
     }
-    src.push_str(KERNELS_CU);
+    src.push_str(&kernels_cu()?);
     #[cfg(feature = "instrument")]
     src.push_str(INSTRUMENT_CU);
-    src
+    Ok(src)
 }
 
 /// Compile kernels.cu for `cfg` and compute capability `cc` to PTX (NVRTC;
@@ -286,7 +317,7 @@ pub(crate) fn compile_kernels(
         options: vec![arch, "--std=c++17".to_string()],
         ..Default::default()
     };
-    compile_ptx_with_opts(nvrtc_source(cfg, shape), opts).map_err(|source| {
+    compile_ptx_with_opts(nvrtc_source(cfg, shape)?, opts).map_err(|source| {
         let log = match &source {
             CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
             other => other.to_string(),
@@ -854,5 +885,36 @@ impl Pipeline {
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
         );
         Ok(())
+    }
+}
+
+#[cfg(all(test, feature = "instrument"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_cu_is_the_built_in_source_or_the_named_file_never_a_silent_fallback() {
+        let built_in = kernels_cu_from(None).expect("built-in source");
+        assert!(matches!(built_in, Cow::Borrowed(_)));
+        assert!(built_in.contains("range_fft("));
+
+        let dir = std::env::temp_dir().join(format!("radar-kernels-cu-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("kernels.cu");
+        std::fs::write(&file, "// a trial kernel source\n").expect("write");
+        let trial = kernels_cu_from(Some(file.as_os_str())).expect("trial source");
+        assert_eq!(trial, "// a trial kernel source\n");
+
+        let missing = dir.join("no-such.cu");
+        let err = kernels_cu_from(Some(missing.as_os_str())).expect_err("missing file");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("{KERNELS_CU_ENV}={}: ", missing.display())),
+            "{text}"
+        );
+        assert!(
+            matches!(err, DspError::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

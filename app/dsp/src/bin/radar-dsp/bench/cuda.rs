@@ -1,6 +1,8 @@
 //! `radar-dsp bench` on the CUDA backend, through its instrumented runs.
 
-use radar_dsp::cuda::{CudaBackend, CudaOptions, GraphSet, MappedHostBuffer, Mapping};
+use radar_dsp::cuda::{
+    CudaBackend, CudaOptions, GraphSet, KERNELS_CU_ENV, MappedHostBuffer, Mapping,
+};
 use radar_dsp::{Backend, BackendKind, Detections, DspError, SlotAddr};
 use radar_stats::LatencyStats;
 
@@ -23,6 +25,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, DspError> {
     report.kernels_per_frame = Some(backend.kernels_per_frame()?);
     report.cuda_options = Some(option_text);
     report.pdl = Some(backend.pdl());
+    report.kernels_cu = std::env::var_os(KERNELS_CU_ENV).map(|p| p.to_string_lossy().into_owned());
 
     // The ring: one mapped pinned allocation per slot, each a different frame.
     let ctx = cuda_mem::primary_context()?;

@@ -64,6 +64,9 @@ pub struct BenchReport {
     pub cuda_options: Option<String>,
     /// Whether the chain used programmatic dependent launch (CUDA).
     pub pdl: Option<bool>,
+    /// The kernels.cu compiled instead of the built-in one
+    /// (`RADAR_KERNELS_CU`; None for the built-in source).
+    pub kernels_cu: Option<String>,
     pub launch_gap: Option<LaunchGap>,
     pub n_tx: usize,
     pub n_rx: usize,
@@ -183,6 +186,7 @@ pub fn report_base(opts: &BenchOptions, backend: BackendKind, device: String) ->
         device,
         cuda_options: None,
         pdl: None,
+        kernels_cu: None,
         launch_gap: None,
         n_tx: g.n_tx,
         n_rx: g.n_rx,
@@ -256,6 +260,11 @@ pub fn table(r: &BenchReport) -> String {
             if o.is_empty() { "defaults" } else { o },
             if pdl { "on" } else { "off" }
         ));
+        if let Some(path) = &r.kernels_cu {
+            s.push_str(&format!(
+                "kernels: {path} (RADAR_KERNELS_CU), not the built-in kernels.cu\n"
+            ));
+        }
     }
     s.push_str(&format!(
         "detections per frame (mean over the slots' frames): {:.1}\n\n",
