@@ -373,7 +373,7 @@ range_fft(const uint2 *__restrict__ frame, u32 *__restrict__ x,
             v[n1] = make_float2(0.0f, 0.0f);
         }
     }
-    __syncthreads(); // tw
+    __syncthreads(); // the block's twiddle table, read in the exchange
     fft256_regs(v, rb, tw, t, true);
     // X[t + 16 k2] back into the row's buffer, then out by range bin.
 #pragma unroll

@@ -1,7 +1,7 @@
 //! The report of a `radar-dsp bench` run: every figure in its JSON, the
 //! main ones in its table.
 
-use radar_dsp::cuda::StageTiming;
+use radar_dsp::cuda::{KERNELS_CU_ENV, StageTiming};
 use radar_dsp::spectra::PACKED_BYTES;
 use radar_dsp::{BackendKind, ChainConfig};
 use radar_stats::LatencyStats;
@@ -262,7 +262,7 @@ pub fn table(r: &BenchReport) -> String {
         ));
         if let Some(path) = &r.kernels_cu {
             s.push_str(&format!(
-                "kernels: {path} (RADAR_KERNELS_CU), not the built-in kernels.cu\n"
+                "kernels: {path} ({KERNELS_CU_ENV}), not the built-in kernels.cu\n"
             ));
         }
     }
