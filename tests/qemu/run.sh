@@ -461,54 +461,70 @@ if [ -z "$host_timeout" ]; then
 	for s in "${suites[@]}"; do host_timeout=$((host_timeout + limit_of[$s] + 60)); done
 fi
 
-t_boot=$SECONDS
-log "booting ($kernel, ${#suites[@]} suite(s), host limit ${host_timeout} s); console: $console_log"
-: >"$results_log"
-results_port "$results_log"
-timeout -k 10 "$host_timeout" "${qemu[@]}" -append "$cmdline" \
-	-serial "file:$console_log" "${results_port[@]}" </dev/null &
-qemu_pid=$!
-trap 'kill "$qemu_pid" 2>/dev/null || true' EXIT
+# A guest that hangs before its init script starts (no @@plan: the kernel's
+# own boot under TCG, before any of our code runs) is booted once more;
+# the hung attempt's console is kept beside the run's and the log says so.
+# Any other hang, and a second boot hang, is the run's verdict.
+boot_limit_s=${RADAR_QEMU_BOOT_LIMIT_S:-300}
+rm -f "$console_log.boot-hang"
+for attempt in 1 2; do
+	t_boot=$SECONDS
+	log "booting ($kernel, ${#suites[@]} suite(s), host limit ${host_timeout} s); console: $console_log"
+	: >"$results_log"
+	results_port "$results_log"
+	timeout -k 10 "$host_timeout" "${qemu[@]}" -append "$cmdline" \
+		-serial "file:$console_log" "${results_port[@]}" </dev/null &
+	qemu_pid=$!
+	trap 'kill "$qemu_pid" 2>/dev/null || true' EXIT
 
-# Follow the result channel while QEMU runs: progress, the boot time, and a
-# watchdog. The guest limits each program itself; if the guest makes no
-# progress at all (a kernel hang, a program stuck in the kernel) for the
-# running step's limit plus a margin, QEMU is stopped rather than waiting for
-# the whole run's limit.
-boot_s='' stalled=''
-step='boot' deadline=$((SECONDS + 300))
-exec 3< <(tail -n +1 -F --pid="$qemu_pid" "$results_log" 2>/dev/null)
-while :; do
-	if IFS= read -r -t 5 line <&3; then
-		line=${line%$'\r'}
-		case $line in
-		@@plan*)
-			boot_s=$((SECONDS - t_boot))
-			log "guest up after ${boot_s} s: ${line#@@plan }"
-			step='between suites' deadline=$((SECONDS + 300))
-			;;
-		@@begin*)
-			log "$((SECONDS - t_boot)) s: ${line#@@}"
-			step="suite ${line#@@begin }"
-			deadline=$((SECONDS + ${limit_of[${line#@@begin }]:-600} + 120))
-			;;
-		@@end* | @@done* | @@kmemleak*)
-			log "$((SECONDS - t_boot)) s: ${line#@@}"
-			step="the step after ${line#@@}" deadline=$((SECONDS + 600))
-			;;
-		esac
-	elif [ $? -le 128 ]; then
-		break # end of file: QEMU is gone
-	elif [ -z "$stalled" ] && [ "$SECONDS" -gt "$deadline" ]; then
-		stalled="no progress from the guest for too long during $step (hang)"
-		log "$stalled: stopping QEMU"
-		kill "$qemu_pid" 2>/dev/null || true
+	# Follow the result channel while QEMU runs: progress, the boot time, and a
+	# watchdog. The guest limits each program itself; if the guest makes no
+	# progress at all (a kernel hang, a program stuck in the kernel) for the
+	# running step's limit plus a margin, QEMU is stopped rather than waiting for
+	# the whole run's limit.
+	boot_s='' stalled=''
+	step='boot' deadline=$((SECONDS + boot_limit_s))
+	exec 3< <(tail -n +1 -F --pid="$qemu_pid" "$results_log" 2>/dev/null)
+	while :; do
+		if IFS= read -r -t 5 line <&3; then
+			line=${line%$'\r'}
+			case $line in
+			@@plan*)
+				boot_s=$((SECONDS - t_boot))
+				log "guest up after ${boot_s} s: ${line#@@plan }"
+				step='between suites' deadline=$((SECONDS + 300))
+				;;
+			@@begin*)
+				log "$((SECONDS - t_boot)) s: ${line#@@}"
+				step="suite ${line#@@begin }"
+				deadline=$((SECONDS + ${limit_of[${line#@@begin }]:-600} + 120))
+				;;
+			@@end* | @@done* | @@kmemleak*)
+				log "$((SECONDS - t_boot)) s: ${line#@@}"
+				step="the step after ${line#@@}" deadline=$((SECONDS + 600))
+				;;
+			esac
+		elif [ $? -le 128 ]; then
+			break # end of file: QEMU is gone
+		elif [ -z "$stalled" ] && [ "$SECONDS" -gt "$deadline" ]; then
+			stalled="no progress from the guest for too long during $step (hang)"
+			log "$stalled: stopping QEMU"
+			kill "$qemu_pid" 2>/dev/null || true
+		fi
+	done
+	exec 3<&-
+	qemu_status=0
+	wait "$qemu_pid" || qemu_status=$?
+	trap - EXIT
+	if [ "$attempt" = 1 ] && [ -n "$stalled" ] && [ -z "$boot_s" ]; then
+		mv "$console_log" "$console_log.boot-hang"
+		log "the guest hung before its init script (kernel boot; console kept in $console_log.boot-hang): booting once more"
+		[ -z "$smmu_trace" ] || rm -f "$smmu_trace"
+		rm -f "$card_log"
+		continue
 	fi
+	break
 done
-exec 3<&-
-qemu_status=0
-wait "$qemu_pid" || qemu_status=$?
-trap - EXIT
 duration=$((SECONDS - t_start))
 qemu_s=$((SECONDS - t_boot))
 log "QEMU exited with status $qemu_status after $qemu_s s"
